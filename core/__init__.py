@@ -1,0 +1,31 @@
+"""TokenPilot: keep an agent's prompt prefix byte-stable (cached) and small.
+
+    from tokenpilot import TokenPilot
+    tp = TokenPilot()
+    prepared = tp.prepare(messages, tools, session_id="thread-1")
+    client.chat.completions.create(model=..., **prepared.openai_request())
+"""
+
+from .artifacts import ArtifactStore, RecallResult
+from .config import Config
+from .errors import ArtifactNotFound, ConfigError, MessageError, TokenPilotError
+from .pilot import Prepared, PrepareStats, TokenPilot
+from .stabilize import RECALL_TOOL, RECALL_TOOL_NAME, VolatilePattern
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RECALL_TOOL",
+    "RECALL_TOOL_NAME",
+    "ArtifactNotFound",
+    "ArtifactStore",
+    "Config",
+    "ConfigError",
+    "MessageError",
+    "PrepareStats",
+    "Prepared",
+    "RecallResult",
+    "TokenPilot",
+    "TokenPilotError",
+    "VolatilePattern",
+]

@@ -1,0 +1,39 @@
+"""Canonical serialisation and content hashing.
+
+Everything model-visible that TokenPilot derives from content is keyed by these
+helpers, so that the same input always gives the same bytes (invariant I2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+ARTIFACT_PREFIX = "art_"
+ARTIFACT_HEX_CHARS = 24  # 96 bits: collision-free for any realistic session
+
+
+def canonical_json(obj: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 kept: one byte form per value."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def to_bytes(text: str) -> bytes:
+    """Encode text losslessly, even with lone surrogates from broken UTF-8."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def from_bytes(data: bytes) -> str:
+    return data.decode("utf-8", "surrogatepass")
+
+
+def sha256_hex(data: str | bytes) -> str:
+    if isinstance(data, str):
+        data = to_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def artifact_id_for(data: str | bytes) -> str:
+    """The model-visible handle of an original: a prefix of its content hash."""
+    return ARTIFACT_PREFIX + sha256_hex(data)[:ARTIFACT_HEX_CHARS]

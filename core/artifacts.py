@@ -1,0 +1,218 @@
+"""Content-addressed store of originals, so that nothing TokenPilot hides is lost (I3).
+
+Every original (a tool output before reduction, an evicted segment, a full image) is
+kept under its sha256, scoped to a session: two sessions never see each other's
+artifacts, and two reads of one path with different content never collide. The store
+is a diskcache directory, which is safe with several processes writing at once;
+writes use `add` so that concurrent writers of the same content agree.
+
+Size bound: `prune()` drops whole sessions, oldest first, only when they are not live
+(no `open_session` lease younger than `lease_s`), so an artifact a live session still
+references is never dropped.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import diskcache
+
+from ._canonical import ARTIFACT_PREFIX, artifact_id_for, from_bytes, to_bytes
+from .errors import ArtifactNotFound
+
+_ID_RE = re.compile(r"^" + ARTIFACT_PREFIX + r"[0-9a-f]{8,64}$")
+_MAX_PATTERN_CHARS = 1000
+
+
+def default_store_dir() -> Path:
+    return Path.home() / ".cache" / "tokenpilot" / "artifacts"
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    """What `recall_artifact` gives back: the text and a one-line description."""
+
+    artifact_id: str
+    text: str
+    found: bool
+    total_lines: int = 0
+    note: str = ""
+
+    def for_model(self) -> str:
+        """The tool result the model sees: the note (if any) then the text."""
+        return f"{self.note}\n{self.text}" if self.note and self.text else (self.note or self.text)
+
+
+class ArtifactStore:
+    """Originals by content hash, per session, on disk.
+
+    `path=None` uses a private temporary directory (deleted with the process's temp
+    files); pass a path to make artifacts survive restarts and be shared by processes.
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        size_limit_bytes: int = 4 * 2**30,
+        lease_s: float = 24 * 3600,
+    ) -> None:
+        if path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="tokenpilot-artifacts-")
+            path = self._tmp.name
+        self.path = Path(path)
+        self.size_limit_bytes = size_limit_bytes
+        self.lease_s = lease_s
+        # eviction_policy "none": diskcache must never drop an artifact on its own.
+        self._cache = diskcache.Cache(str(self.path), eviction_policy="none", size_limit=2**62)
+        self._lock = threading.Lock()
+
+    # -- keys ---------------------------------------------------------------
+    @staticmethod
+    def _key(session_id: str, artifact_id: str) -> str:
+        return f"a:{session_id}:{artifact_id}"
+
+    @staticmethod
+    def _lease_key(session_id: str) -> str:
+        return f"lease:{session_id}"
+
+    # -- writes -------------------------------------------------------------
+    def put(self, session_id: str, data: str | bytes) -> str:
+        """Store `data` for the session; return its content-derived artifact id."""
+        raw = to_bytes(data) if isinstance(data, str) else bytes(data)
+        aid = artifact_id_for(raw)
+        self._cache.add(self._key(session_id, aid), raw)
+        self._touch(session_id)
+        return aid
+
+    def open_session(self, session_id: str) -> None:
+        """Mark a session live: `prune` will not drop its artifacts while the lease holds."""
+        self._touch(session_id, force=True)
+
+    def close_session(self, session_id: str) -> None:
+        """The session ended: its artifacts may be pruned when space is needed."""
+        self._cache.set(self._lease_key(session_id), 0.0)
+
+    def _touch(self, session_id: str, force: bool = False) -> None:
+        now = time.time()
+        key = self._lease_key(session_id)
+        last = self._cache.get(key)
+        if force or last is None or (last and now - last > 60):
+            self._cache.set(key, now)
+
+    # -- reads --------------------------------------------------------------
+    def get_bytes(self, session_id: str, artifact_id: str) -> bytes:
+        if not isinstance(artifact_id, str) or not _ID_RE.match(artifact_id.strip()):
+            raise ArtifactNotFound(str(artifact_id), session_id)
+        raw = self._cache.get(self._key(session_id, artifact_id.strip()))
+        if raw is None:
+            raise ArtifactNotFound(artifact_id, session_id)
+        return raw
+
+    def get(self, session_id: str, artifact_id: str) -> str:
+        return from_bytes(self.get_bytes(session_id, artifact_id))
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        session_id, artifact_id = key
+        return self._key(session_id, artifact_id) in self._cache
+
+    def artifact_ids(self, session_id: str) -> Iterator[str]:
+        prefix = f"a:{session_id}:"
+        for key in self._cache.iterkeys():
+            if isinstance(key, str) and key.startswith(prefix):
+                yield key[len(prefix) :]
+
+    # -- recall (the model-facing read) -------------------------------------
+    def recall(
+        self,
+        session_id: str,
+        artifact_id: str,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        pattern: str | None = None,
+    ) -> RecallResult:
+        """The whole original, a 1-based inclusive line range, or the lines matching a regex.
+
+        Never raises for the model's mistakes: an unknown id or a bad pattern comes
+        back as a clear message the agent can act on.
+        """
+        aid = str(artifact_id).strip()
+        try:
+            text = self.get(session_id, aid)
+        except ArtifactNotFound:
+            return RecallResult(
+                aid,
+                "",
+                False,
+                note=(
+                    f"[tokenpilot: no artifact {aid!r} in this session. Ids look like "
+                    f"'{ARTIFACT_PREFIX}0123abcd…' and are quoted in reduced outputs and eviction stubs.]"
+                ),
+            )
+        if start_line is None and end_line is None and not pattern:
+            return RecallResult(aid, text, True, total_lines=_line_count(text))
+        lines = text.splitlines(keepends=True)
+        total = len(lines)
+        if pattern:
+            if len(pattern) > _MAX_PATTERN_CHARS:
+                return RecallResult(aid, "", True, total, note="[tokenpilot: pattern too long]")
+            try:
+                rx = re.compile(pattern)
+            except re.error as exc:
+                return RecallResult(aid, "", True, total, note=f"[tokenpilot: invalid pattern: {exc}]")
+            lo, hi = _line_bounds(start_line, end_line, total)
+            picked = [f"{i + 1}: {lines[i]}" for i in range(lo, hi) if rx.search(lines[i])]
+            note = f"[tokenpilot: {len(picked)} of {total} lines of {aid} match {pattern!r}]"
+            return RecallResult(aid, "".join(picked), True, total, note=note)
+        lo, hi = _line_bounds(start_line, end_line, total)
+        note = f"[tokenpilot: lines {lo + 1}-{hi} of {total} of {aid}]"
+        return RecallResult(aid, "".join(lines[lo:hi]), True, total, note=note)
+
+    # -- size bound ---------------------------------------------------------
+    def volume(self) -> int:
+        return int(self._cache.volume())
+
+    def prune(self, now: float | None = None) -> int:
+        """Drop artifacts of sessions that are not live, oldest first, until under the limit.
+
+        Returns the number of artifacts removed. Live sessions are never touched, even
+        if that leaves the store above its limit.
+        """
+        with self._lock:
+            if self.volume() <= self.size_limit_bytes:
+                return 0
+            now = time.time() if now is None else now
+            leases: dict[str, float] = {}
+            for key in self._cache.iterkeys():
+                if isinstance(key, str) and key.startswith("lease:"):
+                    leases[key[6:]] = float(self._cache.get(key) or 0.0)
+            dead = sorted((t, s) for s, t in leases.items() if now - t > self.lease_s or t == 0.0)
+            removed = 0
+            for _, session_id in dead:
+                for aid in list(self.artifact_ids(session_id)):
+                    self._cache.delete(self._key(session_id, aid))
+                    removed += 1
+                self._cache.delete(self._lease_key(session_id))
+                if self.volume() <= self.size_limit_bytes:
+                    break
+            return removed
+
+    def close(self) -> None:
+        self._cache.close()
+
+
+def _line_count(text: str) -> int:
+    return len(text.splitlines())
+
+
+def _line_bounds(start_line: int | None, end_line: int | None, total: int) -> tuple[int, int]:
+    """1-based inclusive bounds to a clamped 0-based half-open range."""
+    lo = max(int(start_line or 1), 1) - 1
+    hi = total if end_line is None else min(max(int(end_line), 0), total)
+    return min(lo, total), max(hi, min(lo, total))

@@ -1,0 +1,144 @@
+"""All of TokenPilot's settings in one frozen record, with the paper's defaults.
+
+Every field changes behaviour somewhere, and a test shows it. `Config.replace(...)`
+gives a modified copy, so a config can be shared between sessions and threads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from .errors import ConfigError
+from .stabilize import VolatilePattern
+
+# Order in which passes run on one tool output; any subset may be enabled.
+PASS_ORDER = (
+    "image_downsample",
+    "html_slimming",
+    "json_minify",
+    "format_cleaning",
+    "line_number_strip",
+    "format_slimming",
+    "path_truncation",
+    "truncate",
+)
+
+# A file read is what the agent will quote back in an edit: keep its text exact
+# (no whitespace or layout rewriting), only strip line-number gutters and images.
+READ_PROFILE = ("image_downsample", "line_number_strip", "truncate")
+DEFAULT_PROFILES = MappingProxyType(dict.fromkeys(("read", "file_read", "read_file", "view", "cat", "notebook_read"), READ_PROFILE))
+
+DEFAULT_PASSES = (
+    "image_downsample",
+    "html_slimming",
+    "json_minify",
+    "format_cleaning",
+    "line_number_strip",
+    "format_slimming",
+    "truncate",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """How TokenPilot reduces, stabilises and renders. Defaults follow the paper (§5)."""
+
+    # -- ingestion gates ----------------------------------------------------
+    trigger_min_chars: int = 2200
+    """A tool output shorter than this is never reduced (reduction would cost more than it saves)."""
+    max_tool_chars: int = 1200
+    """Within a multi-part tool output, only text parts longer than this are reduced."""
+
+    # -- passes -------------------------------------------------------------
+    passes: tuple[str, ...] = DEFAULT_PASSES
+    """Enabled passes, run in `PASS_ORDER`. `path_truncation` is off by default: cut paths
+    are the identifiers an agent re-uses in its next call."""
+    profiles: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: DEFAULT_PROFILES)
+    """Per tool name (or family), the passes to run instead of `passes`. By default file
+    reads keep their text exact (see `READ_PROFILE`)."""
+    truncation_limits: Mapping[str, int | None] | None = None
+    """Per tool family character limits; None uses the paper's table (see passes/truncate.py)."""
+    default_truncation_limit: int = 50_000
+    hard_limit_chars: int = 200_000
+    """No single tool output enters the context longer than this, not even an unlimited
+    read or a source the recall gate lets through in full: a 50 MB output must not
+    overflow the window."""
+    preview_head: int = 600
+    preview_tail: int = 400
+    path_max_chars: int = 80
+    image_max_bytes: int = 100_000
+    svg_max_bytes: int = 50_000
+    tool_arg_max_chars: int = 4000
+    """String values in the agent's own tool-call arguments longer than this are cut
+    (inside valid JSON); 0 disables it."""
+    downsample_user_images: bool = True
+    """Also downsample oversized image parts of user messages (the original is kept)."""
+
+    # -- repetition ---------------------------------------------------------
+    dedup: bool = True
+    """A tool output identical to an earlier one becomes a preview pointing at it."""
+    call_cap: int = 5
+    """An identical call with an identical result more than this many times in the
+    window is withheld as a loop (0 disables)."""
+    call_window: int = 20
+    recall_gate_tau: int = 1
+    """Once the agent recalls a source's artifacts more than tau times, later outputs of
+    that source pass unreduced (up to `hard_limit_chars`). See README for why 1."""
+
+    # -- prefix stabilisation -----------------------------------------------
+    stabilize: bool = True
+    volatile_patterns: tuple[VolatilePattern, ...] = ()
+    register_recall_tool: bool = True
+    session_values: Literal["merge", "message"] = "merge"
+    """Where session-constant placeholder values go: appended to the system message
+    after the stable text ("merge"), or as a separate system message right after it."""
+    tail_role: Literal["user", "system"] = "user"
+    """Role of the per-call values message at the very end of the request."""
+    system_updates: Literal["append", "replace"] = "append"
+    """A system prompt that changes mid-session: keep the first one and append the change
+    to history ("append", no cache break), or re-render it in place ("replace")."""
+
+    # -- robustness ---------------------------------------------------------
+    strict: bool = False
+    """Malformed messages raise `MessageError` (True) or pass through untouched and are
+    counted in stats (False)."""
+
+    def __post_init__(self) -> None:
+        for name in (
+            "trigger_min_chars",
+            "max_tool_chars",
+            "default_truncation_limit",
+            "hard_limit_chars",
+            "preview_head",
+            "preview_tail",
+            "path_max_chars",
+            "image_max_bytes",
+            "svg_max_bytes",
+            "tool_arg_max_chars",
+            "call_cap",
+            "call_window",
+            "recall_gate_tau",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+        unknown = [p for p in self.passes if p not in PASS_ORDER]
+        for prof in self.profiles.values():
+            unknown += [p for p in prof if p not in PASS_ORDER]
+        if unknown:
+            raise ConfigError(f"unknown passes {unknown}; known: {list(PASS_ORDER)}")
+        if self.session_values not in ("merge", "message"):
+            raise ConfigError("session_values must be 'merge' or 'message'")
+        if self.tail_role not in ("user", "system"):
+            raise ConfigError("tail_role must be 'user' or 'system'")
+        if self.system_updates not in ("append", "replace"):
+            raise ConfigError("system_updates must be 'append' or 'replace'")
+        if self.hard_limit_chars < self.preview_head + self.preview_tail:
+            raise ConfigError("hard_limit_chars must leave room for the preview")
+
+    def replace(self, **changes: Any) -> Config:
+        return dataclasses.replace(self, **changes)

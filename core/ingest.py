@@ -1,0 +1,413 @@
+"""The ingestion gate: each new message is reduced once, and its reduced form frozen.
+
+Tool results (the environment, Ω_env) go through the passes of their tool's profile
+when they are large enough; the agent's own words (Ω_int) are never rewritten, except
+oversized tool-call arguments (cut inside valid JSON) and oversized images. Whatever is
+cut is stored first, under its content hash, and the reduced text names that id.
+
+The only state is `IngestState` (what was seen, recent calls, recall counts): explicit,
+serialisable, and updated in message order, so a history ingests the same way in any
+process (I2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._canonical import artifact_id_for, canonical_json, sha256_hex
+from .config import PASS_ORDER, Config
+from .messages import content_text
+from .passes.base import PassContext, ReductionPass, preview, recall_hint
+from .passes.format_cleaning import FormatCleaning
+from .passes.format_slimming import FormatSlimming
+from .passes.html import HtmlSlimming
+from .passes.images import ImageDownsample, downsample_image_part
+from .passes.json_minify import JsonMinify
+from .passes.line_numbers import LineNumberStrip
+from .passes.paths import PathTruncation
+from .passes.tool_args import ToolArgTruncation
+from .passes.truncate import DEFAULT_LIMITS, Truncation, tool_family
+
+_PATH_ARG_KEYS = ("file_path", "path", "filepath", "filename", "file", "notebook_path", "url", "uri", "target")
+_BINARY_MIN_CHARS = 64
+_BAD_CHARS = re.compile("[\x01-\x07\x0e-\x1a\x1c-\x1f\ud800-\udfff\ufffd]")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallInfo:
+    """What the agent asked for: the tool and its arguments (for profiles and sources)."""
+
+    name: str
+    arguments: str
+
+    @property
+    def parsed(self) -> Mapping[str, Any]:
+        try:
+            value = json.loads(self.arguments) if self.arguments.strip() else {}
+        except ValueError:
+            return {}
+        return value if isinstance(value, Mapping) else {}
+
+    @property
+    def call_key(self) -> str:
+        """Identity of a call for the loop guard: name plus canonical arguments."""
+        try:
+            args = canonical_json(json.loads(self.arguments)) if self.arguments.strip() else "{}"
+        except ValueError:
+            args = self.arguments
+        return f"{self.name}:{sha256_hex(args)[:16]}"
+
+    @property
+    def source_key(self) -> str:
+        """What the recall gate counts: the tool plus the path/URL it read, else its arguments."""
+        args = self.parsed
+        for key in _PATH_ARG_KEYS:
+            value = args.get(key)
+            if isinstance(value, str) and value:
+                return f"{self.name}:{value}"
+        return self.call_key
+
+
+@dataclass(slots=True)
+class IngestState:
+    """Per-session memory of the gate. Serialisable with `to_dict`/`from_dict`."""
+
+    seen_outputs: dict[str, str] = field(default_factory=dict)  # artifact id -> tool name of first copy
+    window: deque[tuple[str, str]] = field(default_factory=deque)  # (call key, output id), recent calls
+    recall_counts: dict[str, int] = field(default_factory=dict)  # source key -> recalls
+    artifact_sources: dict[str, str] = field(default_factory=dict)  # artifact id -> source key
+
+    def note_recall(self, artifact_id: str) -> None:
+        source = self.artifact_sources.get(artifact_id)
+        if source is not None:
+            self.recall_counts[source] = self.recall_counts.get(source, 0) + 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seen_outputs": dict(self.seen_outputs),
+            "window": [list(x) for x in self.window],
+            "recall_counts": dict(self.recall_counts),
+            "artifact_sources": dict(self.artifact_sources),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> IngestState:
+        return cls(
+            dict(data.get("seen_outputs", {})),
+            deque(tuple(x) for x in data.get("window", [])),
+            dict(data.get("recall_counts", {})),
+            dict(data.get("artifact_sources", {})),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Ingested:
+    """A message's frozen form and what happened to it."""
+
+    message: dict[str, Any]
+    artifact_id: str | None = None  # the stored original, when anything was cut
+    passes: tuple[str, ...] = ()
+    raw_chars: int = 0
+    chars: int = 0
+    note: str = ""  # "dedup", "loop", "binary", "gated", "hard_limit" or ""
+
+
+class Pipeline:
+    """The enabled passes, built once from a `Config`, and how to run them on a text."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        limits = DEFAULT_LIMITS if cfg.truncation_limits is None else cfg.truncation_limits
+        self.images = ImageDownsample(max_bitmap_bytes=cfg.image_max_bytes, max_svg_bytes=cfg.svg_max_bytes)
+        self.tool_args = ToolArgTruncation(
+            max_chars=cfg.tool_arg_max_chars, head=cfg.preview_head, tail=cfg.preview_tail
+        )
+        self._all: dict[str, ReductionPass] = {
+            "image_downsample": self.images,
+            "html_slimming": HtmlSlimming(),
+            "json_minify": JsonMinify(),
+            "format_cleaning": FormatCleaning(),
+            "line_number_strip": LineNumberStrip(),
+            "format_slimming": FormatSlimming(),
+            "path_truncation": PathTruncation(max_len=cfg.path_max_chars),
+            "truncate": Truncation(
+                limits=limits,
+                default_limit=cfg.default_truncation_limit,
+                head=cfg.preview_head,
+                tail=cfg.preview_tail,
+            ),
+        }
+        self._profiles = {k.lower(): v for k, v in cfg.profiles.items()}
+
+    def passes_for(self, tool_name: str) -> list[tuple[str, ReductionPass]]:
+        names = self._profiles.get(tool_name.lower()) or self._profiles.get(tool_family(tool_name))
+        enabled = set(self.cfg.passes if names is None else names)
+        return [(n, self._all[n]) for n in PASS_ORDER if n in enabled]
+
+    def reduce_text(self, text: str, ctx: PassContext) -> tuple[str, tuple[str, ...]]:
+        applied = []
+        for name, p in self.passes_for(ctx.tool_name):
+            try:
+                out = p.apply(text, ctx)
+            except Exception:  # a pass must never take the agent down; keep the text as it is
+                continue
+            if out is not text and out != text:
+                applied.append(name)
+                text = out
+        return text, tuple(applied)
+
+    def image_enabled(self, tool_name: str) -> bool:
+        return any(n == "image_downsample" for n, _ in self.passes_for(tool_name))
+
+
+def looks_binary(text: str) -> bool:
+    """NULs, lone surrogates (undecodable bytes) or mostly control characters."""
+    if len(text) < _BINARY_MIN_CHARS:
+        return False
+    sample = text[:4096]
+    if "\x00" in sample:
+        return True
+    return len(_BAD_CHARS.findall(sample)) / len(sample) > 0.10
+
+
+def _footer(text: str, raw_chars: int, passes: tuple[str, ...], aid: str) -> str:
+    if aid in text:
+        return text
+    return (
+        f"{text}\n[tokenpilot: reduced from {raw_chars:,} to {len(text):,} chars "
+        f"({', '.join(passes)}); {recall_hint(aid)}]"
+    )
+
+
+def _original_text(content: Any) -> str:
+    return content if isinstance(content, str) else canonical_json(content)
+
+
+def ingest_tool_result(
+    msg: Mapping[str, Any],
+    call: ToolCallInfo | None,
+    *,
+    state: IngestState,
+    pipeline: Pipeline,
+    put: Callable[[str], str],
+) -> Ingested:
+    """Reduce one tool result (role "tool") and record it in `state`.
+
+    `put(text) -> artifact_id` stores an original; it is called before any text that
+    names the id is returned, so a reduced text never points at nothing (I3).
+    """
+    cfg = pipeline.cfg
+    content = msg.get("content")
+    original = _original_text(content) if content is not None else ""
+    raw_chars = len(original)
+    aid = artifact_id_for(original)
+    tool = call.name if call else str(msg.get("name") or "")
+    ctx = PassContext(tool_name=tool, arguments=call.parsed if call else {}, artifact_id=aid)
+    source = call.source_key if call else f"{tool}:?"
+    state.artifact_sources.setdefault(aid, source)
+
+    # loop guard: the same call returning the same output again and again
+    if call is not None and cfg.call_cap:
+        state.window.append((call.call_key, aid))
+        while len(state.window) > cfg.call_window:
+            state.window.popleft()
+        repeats = sum(1 for k, o in state.window if k == call.call_key and o == aid)
+        if repeats > cfg.call_cap and raw_chars > 0:
+            put(original)
+            stub = (
+                f"[tokenpilot: {tool} was called with these same arguments and returned this same "
+                f"output {repeats} times in the last {len(state.window)} tool calls; the output is "
+                f"withheld to break a loop. {recall_hint(aid)}]"
+            )
+            return _done(msg, stub, aid, ("loop_guard",), raw_chars, "loop", state, tool)
+
+    if isinstance(content, list):
+        return _ingest_parts(msg, content, original, aid, ctx, state=state, pipeline=pipeline, put=put)
+    if not isinstance(content, str) or not content:
+        state.seen_outputs.setdefault(aid, tool)
+        return Ingested(dict(msg), None, (), raw_chars, raw_chars)
+
+    text = content
+    if looks_binary(text):
+        put(original)
+        stub = (
+            f"[tokenpilot: binary or undecodable data ({len(text):,} chars, sha256 "
+            f"{sha256_hex(original)[:16]}…) omitted; {recall_hint(aid)}]"
+        )
+        return _done(msg, stub, aid, ("binary",), raw_chars, "binary", state, tool)
+
+    gated = state.recall_counts.get(source, 0) > cfg.recall_gate_tau
+    if gated:
+        if raw_chars <= cfg.hard_limit_chars:
+            state.seen_outputs.setdefault(aid, tool)
+            return Ingested(dict(msg), None, (), raw_chars, raw_chars, "gated")
+        put(original)
+        out = preview(text, head=cfg.preview_head, tail=cfg.preview_tail, artifact_id=aid, what="output truncated")
+        return _done(msg, out, aid, ("hard_limit",), raw_chars, "gated", state, tool)
+
+    if raw_chars < cfg.trigger_min_chars:
+        state.seen_outputs.setdefault(aid, tool)
+        return Ingested(dict(msg), None, (), raw_chars, raw_chars)
+
+    if cfg.dedup and aid in state.seen_outputs:
+        put(original)
+        first = state.seen_outputs[aid] or "a tool"
+        out = preview(
+            text,
+            head=cfg.preview_head,
+            tail=cfg.preview_tail,
+            artifact_id=aid,
+            what=f"identical to an earlier output of {first} in this conversation",
+        )
+        return _done(msg, out, aid, ("repeated_read_dedup",), raw_chars, "dedup", state, tool)
+
+    out, applied = pipeline.reduce_text(text, ctx)
+    note = ""
+    if len(out) > cfg.hard_limit_chars:
+        out = preview(out, head=cfg.preview_head, tail=cfg.preview_tail, artifact_id=aid, what="output truncated")
+        applied += ("hard_limit",)
+        note = "hard_limit"
+    if not applied:
+        state.seen_outputs.setdefault(aid, tool)
+        return Ingested(dict(msg), None, (), raw_chars, raw_chars)
+    put(original)
+    return _done(msg, _footer(out, raw_chars, applied, aid), aid, applied, raw_chars, note, state, tool)
+
+
+def _done(
+    msg: Mapping[str, Any],
+    content: Any,
+    aid: str,
+    passes: tuple[str, ...],
+    raw_chars: int,
+    note: str,
+    state: IngestState,
+    tool: str,
+) -> Ingested:
+    state.seen_outputs.setdefault(aid, tool)
+    frozen = dict(msg)
+    frozen["content"] = content
+    chars = len(content) if isinstance(content, str) else len(canonical_json(content))
+    return Ingested(frozen, aid, passes, raw_chars, chars, note)
+
+
+def _ingest_parts(
+    msg: Mapping[str, Any],
+    parts: list[Any],
+    original: str,
+    aid: str,
+    ctx: PassContext,
+    *,
+    state: IngestState,
+    pipeline: Pipeline,
+    put: Callable[[str], str],
+) -> Ingested:
+    """A multi-part tool result: reduce big text parts and big images, keep the rest."""
+    cfg = pipeline.cfg
+    total = len(content_text(parts))
+    gated = state.recall_counts.get(state.artifact_sources.get(aid, ""), 0) > cfg.recall_gate_tau
+    out_parts: list[Any] = []
+    applied: list[str] = []
+    for part in parts:
+        new = part
+        if not gated and isinstance(part, Mapping):
+            if part.get("type") == "text" and isinstance(part.get("text"), str):
+                text = part["text"]
+                if total >= cfg.trigger_min_chars and len(text) > cfg.max_tool_chars:
+                    reduced, names = pipeline.reduce_text(text, ctx)
+                    if names:
+                        new = {**part, "text": reduced}
+                        applied += [n for n in names if n not in applied]
+            elif part.get("type") == "image_url" and pipeline.image_enabled(ctx.tool_name):
+                new = _safe_image(part, ctx, pipeline)
+                if new is not part and "image_downsample" not in applied:
+                    applied.append("image_downsample")
+        out_parts.append(new)
+    if not applied:
+        state.seen_outputs.setdefault(aid, ctx.tool_name)
+        return Ingested(dict(msg), None, (), len(original), len(original))
+    put(original)
+    out_parts.append({"type": "text", "text": f"[tokenpilot: parts reduced ({', '.join(applied)}); {recall_hint(aid)}]"})
+    return _done(msg, out_parts, aid, tuple(applied), len(original), "", state, ctx.tool_name)
+
+
+def _safe_image(part: Mapping[str, Any], ctx: PassContext, pipeline: Pipeline) -> Any:
+    try:
+        return downsample_image_part(dict(part), ctx, settings=pipeline.images)
+    except Exception:
+        return part
+
+
+def ingest_assistant(
+    msg: Mapping[str, Any], *, pipeline: Pipeline, put: Callable[[str], str]
+) -> Ingested:
+    """The agent's own message: only oversized tool-call argument strings are cut."""
+    calls = msg.get("tool_calls")
+    if not calls or not pipeline.cfg.tool_arg_max_chars:
+        return Ingested(dict(msg))
+    new_calls = []
+    changed = False
+    aids = []
+    for call in calls:
+        fn = call.get("function") or {}
+        args = fn.get("arguments")
+        if not isinstance(args, str) or len(args) <= pipeline.cfg.tool_arg_max_chars:
+            new_calls.append(call)
+            continue
+        aid = artifact_id_for(args)
+        ctx = PassContext(tool_name=str(fn.get("name", "")), artifact_id=aid)
+        try:
+            out = pipeline.tool_args.apply_arguments(args, ctx)
+        except Exception:
+            out = args
+        if out is args or out == args:
+            new_calls.append(call)
+            continue
+        put(args)
+        aids.append(aid)
+        new_calls.append({**call, "function": {**fn, "arguments": out}})
+        changed = True
+    if not changed:
+        return Ingested(dict(msg))
+    frozen = dict(msg)
+    frozen["tool_calls"] = new_calls
+    return Ingested(frozen, aids[0], ("tool_arg_truncation",), note="")
+
+
+def ingest_user(msg: Mapping[str, Any], *, pipeline: Pipeline, put: Callable[[str], str]) -> Ingested:
+    """User words are never touched; only oversized image parts are downsampled."""
+    content = msg.get("content")
+    if not pipeline.cfg.downsample_user_images or not isinstance(content, list):
+        return Ingested(dict(msg))
+    out = []
+    aid = None
+    for part in content:
+        if isinstance(part, Mapping) and part.get("type") == "image_url":
+            url = (part.get("image_url") or {}).get("url")
+            if isinstance(url, str) and url.startswith("data:"):
+                part_aid = artifact_id_for(url)
+                new = _safe_image(part, PassContext(artifact_id=part_aid), pipeline)
+                if new is not part:
+                    put(url)
+                    aid = aid or part_aid
+                out.append(new)
+                continue
+        out.append(part)
+    if aid is None:
+        return Ingested(dict(msg))
+    frozen = dict(msg)
+    frozen["content"] = out
+    return Ingested(frozen, aid, ("image_downsample",))
+
+
+_ART_RE = re.compile(r"art_[0-9a-f]{24}")
+
+
+def artifact_ids_in(text: str) -> list[str]:
+    """Artifact ids a text refers to (for stats and eviction's residual-use checks)."""
+    return _ART_RE.findall(text)

@@ -1,0 +1,59 @@
+"""The shape every reduction pass has.
+
+A pass is a small, frozen dataclass with documented defaults and one method,
+`apply(text, ctx) -> text`. It is pure: the same text and context always give the
+same output (no clock, no randomness, no session state), so a reduced tool result
+can be frozen into history and rendered byte-identically forever (invariants I1, I2).
+A pass that does not apply returns its input unchanged (the very same object).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+PREVIEW_HEAD = 600
+PREVIEW_TAIL = 400
+
+
+@dataclass(frozen=True, slots=True)
+class PassContext:
+    """What a pass may know about the output it reduces.
+
+    `artifact_id` names the stored original of the *whole* tool result, so that a
+    pass that drops content can tell the model how to get it back.
+    """
+
+    tool_name: str = ""
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    artifact_id: str = ""
+
+
+@runtime_checkable
+class ReductionPass(Protocol):
+    name: str
+
+    def apply(self, text: str, ctx: PassContext) -> str: ...
+
+
+def recall_hint(artifact_id: str) -> str:
+    """The one sentence every reduced text carries: which id, and which tool."""
+    return f'recall_artifact(artifact_id="{artifact_id}") returns the full original'
+
+
+def preview(text: str, *, head: int, tail: int, artifact_id: str, what: str) -> str:
+    """First `head` and last `tail` chars around a marker that says what was cut.
+
+    `what` describes the reason ("output truncated", "identical to an earlier read").
+    The marker names the artifact id and how many chars were left out; it depends only
+    on its arguments, so it renders the same every time.
+    """
+    if len(text) <= head + tail:
+        return text
+    omitted = len(text) - head - tail
+    marker = (
+        f"\n[tokenpilot: {what}; {omitted:,} of {len(text):,} chars omitted here; "
+        f"{recall_hint(artifact_id)} (optionally start_line/end_line or pattern)]\n"
+    )
+    return text[:head] + marker + text[len(text) - tail :]

@@ -1,0 +1,734 @@
+"""The facade: `TokenPilot.prepare(messages, tools)` renders the managed request.
+
+Each call the agent hands over its full history, as it would to the provider. Only
+messages not seen before are ingested (reduced once, frozen); older ones render from
+their frozen form, so a request is its predecessor plus new messages (I1), and
+preparing it costs little more than serialising it (I7).
+
+Request layout (DESIGN.md §3): stabilised system text (placeholders) → session values
+→ frozen history (minus evicted segments, plus their stubs) → per-call values at the
+very end, never persisted. Tools: canonical, append-only, `recall_artifact` included
+from the first call.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._canonical import canonical_json, sha256_hex
+from .artifacts import ArtifactStore, RecallResult
+from .config import Config
+from .errors import MessageError
+from .ingest import (
+    Ingested,
+    IngestState,
+    Pipeline,
+    ToolCallInfo,
+    ingest_assistant,
+    ingest_tool_result,
+    ingest_user,
+)
+from .messages import check_message, check_tools, content_text, to_anthropic
+from .stabilize import RECALL_TOOL_NAME, Stabilized, merge_tools, stabilize_text, values_block
+from .tokens import count_tokens
+
+log = logging.getLogger("tokenpilot")
+
+SESSION_VALUES_TITLE = "Values of the placeholders above (constant for this session):"
+TAIL_TITLE = "Current values of the system prompt's placeholders (runtime context, not written by the user):"
+_SYSTEM_ROLES = ("system", "developer")
+
+
+# ---------------------------------------------------------------------------
+# Records
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PrepareStats:
+    """What one `prepare` did. Token counts use `tokenpilot.tokens` (estimates for huge texts)."""
+
+    session_id: str
+    messages_in: int
+    messages_out: int
+    ingested: int
+    reduced: int
+    raw_tokens: int
+    tokens: int
+    prefix_break: str | None
+    prefix_breaks: int
+    evicted_messages: int = 0
+    artifacts: tuple[str, ...] = ()
+    malformed: int = 0
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def saved_tokens(self) -> int:
+        return max(self.raw_tokens - self.tokens, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """The managed request: OpenAI-format `messages` and `tools`, and `stats`.
+
+    `messages[:tail_start]` is the stable part; the rest carries per-call values and
+    is never persisted.
+    """
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    stats: PrepareStats
+    session_id: str
+    tail_start: int
+
+    @property
+    def stable_messages(self) -> list[dict[str, Any]]:
+        return self.messages[: self.tail_start]
+
+    def openai_request(self, **params: Any) -> dict[str, Any]:
+        """An OpenAI Chat Completions body; `prompt_cache_key` defaults to the session."""
+        body: dict[str, Any] = {"messages": self.messages, **params}
+        if self.tools:
+            body["tools"] = self.tools
+        body.setdefault("prompt_cache_key", self.session_id)
+        return body
+
+    def anthropic_request(self, **params: Any) -> dict[str, Any]:
+        return {**to_anthropic(self.messages, self.tools), **params}
+
+
+@dataclass(slots=True)
+class _Entry:
+    """One history message: how to recognise it again, and its frozen form."""
+
+    role: Any
+    content: Any
+    name: Any
+    calls: tuple[tuple[str, str], ...] | None  # (name, arguments) of its tool calls
+    raw_hash: str
+    ids: Any  # tool_call_id, or the tuple of tool-call ids, at ingestion
+    frozen: Any
+    raw_tokens: int
+    tokens: int
+    artifact_id: str | None = None
+    effect: tuple[str, str, str, str] | None = None  # (aid, tool, call key, source) for state replays
+    call_infos: tuple[tuple[str, ToolCallInfo], ...] = ()
+    live: bool = True  # False after an import: match by hash once, then by value
+
+
+@dataclass(slots=True)
+class _SystemState:
+    raw: tuple[Any, ...] = ()  # raw leading system contents last seen
+    stable: tuple[Stabilized, ...] = ()  # frozen at the first call
+    current: tuple[Stabilized, ...] = ()  # latest version (for diffs of later changes)
+    rendered: list[dict[str, Any]] = field(default_factory=list)
+    tokens: int = 0
+    version: int = 0
+
+
+class Session:
+    """All TokenPilot state of one conversation. Guarded by its own lock."""
+
+    def __init__(self, session_id: str) -> None:
+        self.id = session_id
+        self.lock = threading.RLock()
+        self.entries: list[_Entry] = []
+        self.state = IngestState()
+        self.calls: dict[str, ToolCallInfo] = {}
+        self.system = _SystemState()
+        self.tools: list[dict[str, Any]] = []
+        self.tools_version = 0
+        self.tools_tokens = 0
+        self.updates: list[tuple[int, dict[str, Any]]] = []  # (after n entries, message)
+        self.last_keys: list[int] = []
+        self.prefix_breaks = 0
+        self.calls_prepared = 0
+        self.lifecycle: Any = None
+
+
+def _sig_calls(msg: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None:
+    calls = msg.get("tool_calls")
+    if not calls:
+        return None
+    out = []
+    for c in calls:
+        fn = c.get("function") or {}
+        out.append((fn.get("name"), fn.get("arguments")))
+    return tuple(out)
+
+
+def _ids(msg: Mapping[str, Any]) -> Any:
+    if msg.get("role") == "tool":
+        return msg.get("tool_call_id")
+    calls = msg.get("tool_calls")
+    return tuple(c.get("id") for c in calls) if calls else None
+
+
+def _raw_hash(msg: Mapping[str, Any]) -> str:
+    return sha256_hex(canonical_json([msg.get("role"), msg.get("content"), msg.get("name"), _sig_calls(msg)]))
+
+
+def _with_ids(frozen: dict[str, Any], ids: Any) -> dict[str, Any]:
+    """A frozen message carrying the caller's current tool-call ids (OpenClaw rewrites them)."""
+    out = dict(frozen)
+    if out.get("role") == "tool":
+        out["tool_call_id"] = ids
+    elif ids and out.get("tool_calls"):
+        out["tool_calls"] = [{**c, "id": i} for c, i in zip(out["tool_calls"], ids)]
+    return out
+
+
+def _msg_tokens(msg: Any) -> int:
+    if not isinstance(msg, Mapping):
+        return count_tokens(str(msg))
+    n = count_tokens(content_text(msg.get("content")))
+    content = msg.get("content")
+    if isinstance(content, list):  # non-text parts: count their JSON (images are estimated by size)
+        n += sum(len(canonical_json(p)) // 4 for p in content if isinstance(p, Mapping) and p.get("type") != "text")
+    for c in msg.get("tool_calls") or []:
+        fn = c.get("function") or {}
+        n += count_tokens(str(fn.get("name", ""))) + count_tokens(str(fn.get("arguments", "")))
+    return n + 4
+
+
+# ---------------------------------------------------------------------------
+# The facade
+# ---------------------------------------------------------------------------
+class TokenPilot:
+    """Cache-efficient context management for any agent loop.
+
+    One instance serves many sessions. `store` keeps originals (a private temporary
+    store when omitted); `lifecycle_factory(session_id, archive)` returns a lifecycle
+    manager (eviction) for a new session, or None to disable eviction.
+    """
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        store: ArtifactStore | None = None,
+        lifecycle_factory: Callable[[str, Callable[[str], str]], Any] | None = None,
+    ) -> None:
+        self.config = config or Config()
+        self.store = store or ArtifactStore()
+        self.pipeline = Pipeline(self.config)
+        self.lifecycle_factory = lifecycle_factory
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    # -- sessions -------------------------------------------------------------
+    def session(self, session_id: str) -> Session:
+        with self._lock:
+            s = self._sessions.get(session_id)
+            if s is None:
+                s = Session(session_id)
+                if self.lifecycle_factory is not None:
+                    s.lifecycle = self.lifecycle_factory(session_id, lambda text: self.store.put(session_id, text))
+                self.store.open_session(session_id)
+                self._sessions[session_id] = s
+            return s
+
+    @property
+    def session_ids(self) -> list[str]:
+        return list(self._sessions)
+
+    def derive_session_id(self, messages: Sequence[Any]) -> str:
+        """A stable id from the conversation's start: the system text (stabilised) and first message."""
+        system, first = [], None
+        for m in messages:
+            if isinstance(m, Mapping) and m.get("role") in _SYSTEM_ROLES and first is None:
+                text = content_text(m.get("content"))
+                system.append(stabilize_text(text, self.config.volatile_patterns).text if self.config.stabilize else text)
+            elif first is None:
+                first = m
+                break
+        return "s_" + sha256_hex(canonical_json([system, first if isinstance(first, Mapping) else str(first)]))[:16]
+
+    # -- prepare --------------------------------------------------------------
+    def prepare(
+        self,
+        messages: Sequence[Any],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        session_id: str | None = None,
+    ) -> Prepared:
+        """Render the managed request for this history. Never mutates its input."""
+        if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+            raise MessageError(None, f"expected a list of messages, got {type(messages).__name__}")
+        check_tools(list(tools) if tools is not None else None)
+        sid = session_id or self.derive_session_id(messages)
+        session = self.session(sid)
+        with session.lock:
+            return self._prepare(session, list(messages), tools)
+
+    def _prepare(self, s: Session, messages: list[Any], tools: Sequence[Mapping[str, Any]] | None) -> Prepared:
+        cfg = self.config
+        warnings: list[str] = []
+        malformed = 0
+        k = 0
+        while k < len(messages) and isinstance(messages[k], Mapping) and messages[k].get("role") in _SYSTEM_ROLES:
+            k += 1
+        self._update_system(s, messages[:k], warnings)
+        s.tools, tools_changed = merge_tools(s.tools, tools, include_recall=cfg.register_recall_tool)
+        if tools_changed:
+            s.tools_version += 1
+            s.tools_tokens = count_tokens(canonical_json(s.tools))
+
+        history = messages[k:]
+        n = self._match(s, history)
+        rewritten = n < len(s.entries)
+        if rewritten:
+            self._truncate(s, n)
+        stored: list[str] = []
+        reduced = 0
+        for i in range(n, len(history)):
+            msg = history[i]
+            try:
+                check_message(msg, k + i)
+            except MessageError as exc:
+                if cfg.strict:
+                    raise
+                malformed += 1
+                warnings.append(str(exc))
+                s.entries.append(self._passthrough_entry(msg))
+                continue
+            entry = self._ingest(s, msg, stored)
+            if entry.artifact_id:
+                reduced += 1
+            s.entries.append(entry)
+
+        rendered, keys, evicted = self._render_history(s, history)
+        out = list(s.system.rendered) + rendered
+        tail_start = len(out)
+        tail_values = self._tail_values(s)
+        if tail_values:
+            out.append({"role": cfg.tail_role, "content": values_block(tail_values, title=TAIL_TITLE)})
+
+        keys = [s.system.version, s.tools_version, *keys]
+        cause = None
+        if s.last_keys and keys[: len(s.last_keys)] != s.last_keys:
+            cause = self._break_cause(s, keys, rewritten)
+            s.prefix_breaks += 1
+        s.last_keys = keys
+        s.calls_prepared += 1
+
+        raw_tokens = s.system.tokens + s.tools_tokens + sum(e.raw_tokens for e in s.entries)
+        tokens = (
+            s.system.tokens
+            + s.tools_tokens
+            + sum(e.tokens for i, e in enumerate(s.entries) if i not in evicted)
+            + sum(_msg_tokens(m) for _, m in s.updates)
+        )
+        if tail_values:
+            tokens += _msg_tokens(out[-1])
+        stats = PrepareStats(
+            session_id=s.id,
+            messages_in=len(messages),
+            messages_out=len(out),
+            ingested=len(history) - n,
+            reduced=reduced,
+            raw_tokens=raw_tokens,
+            tokens=tokens,
+            prefix_break=cause,
+            prefix_breaks=s.prefix_breaks,
+            evicted_messages=len(evicted),
+            artifacts=tuple(stored),
+            malformed=malformed,
+            warnings=tuple(warnings),
+        )
+        return Prepared(out, [dict(t) for t in s.tools], stats, s.id, tail_start)
+
+    # -- history --------------------------------------------------------------
+    def _match(self, s: Session, history: list[Any]) -> int:
+        """How many leading messages are already ingested, unchanged (ids may differ)."""
+        n = 0
+        for entry, msg in zip(s.entries, history):
+            if not isinstance(msg, Mapping):
+                if entry.frozen is msg or entry.frozen == msg:
+                    n += 1
+                    continue
+                break
+            if entry.live:
+                if (
+                    entry.role == msg.get("role")
+                    and entry.content == msg.get("content")
+                    and entry.name == msg.get("name")
+                    and entry.calls == _sig_calls(msg)
+                ):
+                    n += 1
+                    continue
+                break
+            if entry.raw_hash == _raw_hash(msg):
+                entry.role, entry.content, entry.name = msg.get("role"), msg.get("content"), msg.get("name")
+                entry.calls, entry.live = _sig_calls(msg), True
+                n += 1
+                continue
+            break
+        return n
+
+    def _truncate(self, s: Session, n: int) -> None:
+        """The caller rewrote history from message n: forget later entries, rebuild state."""
+        s.entries = s.entries[:n]
+        s.updates = [(pos, m) for pos, m in s.updates if pos <= n]
+        recalls = s.state.recall_counts
+        s.state = IngestState(recall_counts=recalls)
+        s.calls = {}
+        for e in s.entries:
+            for cid, info in e.call_infos:
+                s.calls[cid] = info
+            if e.effect:
+                aid, tool, call_key, source = e.effect
+                s.state.artifact_sources.setdefault(aid, source)
+                s.state.seen_outputs.setdefault(aid, tool)
+                if call_key:
+                    s.state.window.append((call_key, aid))
+                    while len(s.state.window) > self.config.call_window:
+                        s.state.window.popleft()
+
+    def _passthrough_entry(self, msg: Any) -> _Entry:
+        if isinstance(msg, Mapping):
+            return _Entry(msg.get("role"), msg.get("content"), msg.get("name"), _sig_calls(msg),
+                          _raw_hash(msg) if _hashable(msg) else "", _ids(msg), dict(msg), 0, 0)
+        return _Entry(None, None, None, None, "", None, msg, 0, 0)
+
+    def _ingest(self, s: Session, msg: Mapping[str, Any], stored: list[str]) -> _Entry:
+        put = self._putter(s, stored)
+        role = msg.get("role")
+        effect = None
+        call_infos: tuple[tuple[str, ToolCallInfo], ...] = ()
+        try:
+            if role == "tool":
+                call = s.calls.get(msg.get("tool_call_id", ""))
+                result = ingest_tool_result(msg, call, state=s.state, pipeline=self.pipeline, put=put)
+                original = msg.get("content")
+                aid = result.artifact_id or _aid_of(original)
+                effect = (aid, call.name if call else str(msg.get("name") or ""),
+                          call.call_key if call and self.config.call_cap else "",
+                          call.source_key if call else "")
+            elif role == "assistant":
+                result = ingest_assistant(msg, pipeline=self.pipeline, put=put)
+                infos = []
+                for c in msg.get("tool_calls") or []:
+                    fn = c.get("function") or {}
+                    info = ToolCallInfo(str(fn.get("name", "")), str(fn.get("arguments", "")))
+                    infos.append((c.get("id"), info))
+                    s.calls[c.get("id")] = info
+                call_infos = tuple(infos)
+            elif role == "user":
+                result = ingest_user(msg, pipeline=self.pipeline, put=put)
+            else:
+                result = Ingested(dict(msg))
+        except Exception as exc:  # never lose the agent's turn to a bug in a pass
+            log.warning("tokenpilot: ingestion failed for a %s message, kept as is: %s", role, exc)
+            result = Ingested(dict(msg))
+        frozen = result.message
+        tokens = _msg_tokens(frozen)
+        return _Entry(
+            role,
+            msg.get("content"),
+            msg.get("name"),
+            _sig_calls(msg),
+            _raw_hash(msg),
+            _ids(msg),
+            frozen,
+            _msg_tokens(msg) if result.artifact_id else tokens,
+            tokens,
+            result.artifact_id,
+            effect,
+            call_infos,
+        )
+
+    def _putter(self, s: Session, stored: list[str]) -> Callable[[str], str]:
+        def put(text: str) -> str:
+            aid = self.store.put(s.id, text)
+            stored.append(aid)
+            return aid
+
+        return put
+
+    def _render_history(self, s: Session, history: list[Any]) -> tuple[list[Any], list[int], set[int]]:
+        """Frozen messages (with current ids), update notes, eviction stubs; and render keys."""
+        drop: set[int] = set()
+        stubs: dict[int, list[dict[str, Any]]] = {}
+        if s.lifecycle is not None:
+            frozen = [e.frozen for e in s.entries]
+            try:
+                s.lifecycle.observe(frozen)
+                plan = s.lifecycle.view(frozen)
+                drop = set(plan.drop)
+                stubs = {i: list(ms) for i, ms in plan.stubs.items()}
+            except Exception as exc:  # eviction is an optimisation: never fail the call
+                log.warning("tokenpilot: lifecycle failed, rendering without eviction: %s", exc)
+                drop, stubs = set(), {}
+        updates: dict[int, list[dict[str, Any]]] = {}
+        for pos, m in s.updates:
+            updates.setdefault(pos, []).append(m)
+        out: list[Any] = []
+        keys: list[int] = []
+        for i, e in enumerate(s.entries):
+            for m in updates.get(i, ()):
+                out.append(dict(m))
+                keys.append(id(m))
+            for m in stubs.get(i, ()):
+                out.append(dict(m))
+                keys.append(hash(canonical_json(m)))
+            if i in drop:
+                continue
+            msg = history[i]
+            frozen = e.frozen
+            if isinstance(frozen, Mapping):
+                cur = _ids(msg) if isinstance(msg, Mapping) else e.ids
+                if cur != e.ids:
+                    out.append(_with_ids(frozen, cur))
+                    keys.append(hash((id(frozen), cur)))
+                    continue
+                out.append(dict(frozen))
+            else:
+                out.append(frozen)
+            keys.append(id(frozen))
+        for m in updates.get(len(s.entries), ()):
+            out.append(dict(m))
+            keys.append(id(m))
+        return out, keys, drop
+
+    def _break_cause(self, s: Session, keys: list[int], rewritten: bool) -> str:
+        prev = s.last_keys
+        if prev[0] != keys[0]:
+            return "system prompt changed"
+        if prev[1] != keys[1]:
+            return "tools changed"
+        if rewritten:
+            return "history rewritten by the caller"
+        if s.lifecycle is not None:
+            return "eviction"
+        return "tool-call ids changed"
+
+    # -- system prompt ----------------------------------------------------------
+    def _update_system(self, s: Session, system_msgs: list[Mapping[str, Any]], warnings: list[str]) -> None:
+        raw = tuple(m.get("content") for m in system_msgs)
+        if s.system.version and raw == s.system.raw:
+            return
+        cfg = self.config
+        stab = tuple(self._stabilize(m.get("content")) for m in system_msgs)
+        first = s.system.version == 0
+        if first or cfg.system_updates == "replace" or len(stab) != len(s.system.stable):
+            if not first and len(stab) != len(s.system.stable) and cfg.system_updates == "append":
+                warnings.append("the number of leading system messages changed: system prompt re-rendered")
+            s.system.stable = stab
+            s.system.current = stab
+            s.system.raw = raw
+            self._render_system(s, system_msgs)
+            return
+        s.system.raw = raw
+        if [x.text for x in stab] != [x.text for x in s.system.current] or self._values(stab) != self._values(s.system.current):
+            note = self._system_update_note(s.system.current, stab)
+            if note is not None:
+                s.updates.append((len(s.entries), {"role": "user", "content": note}))
+        s.system.current = stab  # per-call values (dates) always come from the latest prompt
+
+    def _stabilize(self, content: Any) -> Stabilized:
+        text = content_text(content) if not isinstance(content, str) else content
+        if not self.config.stabilize:
+            return Stabilized(text)
+        return stabilize_text(text, self.config.volatile_patterns)
+
+    @staticmethod
+    def _values(stab: Sequence[Stabilized]) -> list[tuple[str, str]]:
+        seen: dict[str, str] = {}
+        for st in stab:
+            for ph, v in st.session_values:
+                seen.setdefault(ph, v)
+        return list(seen.items())
+
+    def _render_system(self, s: Session, system_msgs: list[Mapping[str, Any]]) -> None:
+        cfg = self.config
+        out = []
+        for m, st in zip(system_msgs, s.system.stable):
+            content = m.get("content")
+            if isinstance(content, str) or content is None:
+                out.append({**m, "content": st.text if content is not None else None})
+            else:  # a list of parts: its text becomes one stabilised part, others kept
+                parts = [p for p in content if not (isinstance(p, Mapping) and p.get("type") == "text")]
+                out.append({**m, "content": [{"type": "text", "text": st.text}, *parts]})
+        values = self._values(s.system.stable)
+        if values and out:
+            block = values_block(values, title=SESSION_VALUES_TITLE)
+            if cfg.session_values == "merge" and isinstance(out[-1].get("content"), str):
+                out[-1] = {**out[-1], "content": out[-1]["content"] + "\n\n" + block}
+            else:
+                out.append({"role": "system", "content": block})
+        s.system.rendered = out
+        s.system.version += 1
+        s.system.tokens = sum(_msg_tokens(m) for m in out)
+
+    def _system_update_note(self, old: Sequence[Stabilized], new: Sequence[Stabilized]) -> str | None:
+        """An append-only note describing how the system prompt changed (None: nothing visible)."""
+        parts = []
+        for a, b in zip(old, new):
+            if a.text != b.text:
+                diff = [
+                    line
+                    for line in difflib.unified_diff(a.text.splitlines(), b.text.splitlines(), lineterm="", n=0)
+                    if line[:1] in "+-" and not line.startswith(("+++", "---"))
+                ]
+                parts.append("\n".join(diff))
+        old_vals, new_vals = dict(self._values(old)), self._values(new)
+        changed = [(ph, v) for ph, v in new_vals if old_vals.get(ph) != v]
+        if changed:
+            parts.append("\n".join(f"{ph} = {v}" for ph, v in changed))
+        if not parts:
+            return None
+        return (
+            "<tokenpilot-system-update>\nThe system prompt changed after this conversation began. "
+            "Apply these changes to it (lines starting with - were removed, + were added; "
+            "'X = v' gives a placeholder's new value):\n" + "\n".join(parts) + "\n</tokenpilot-system-update>"
+        )
+
+    def _tail_values(self, s: Session) -> list[tuple[str, str]]:
+        seen: dict[str, str] = {}
+        for st in s.system.current:
+            for ph, v in st.call_values:
+                seen.setdefault(ph, v)
+        return list(seen.items())
+
+    # -- recall ------------------------------------------------------------------
+    def recall(
+        self,
+        artifact_id: str,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        pattern: str | None = None,
+        *,
+        session_id: str | None = None,
+    ) -> RecallResult:
+        """The original behind an artifact id, scoped to the session; never raises for bad ids."""
+        sid = self._resolve_session(session_id)
+        result = self.store.recall(sid, artifact_id, start_line, end_line, pattern)
+        if result.found and sid in self._sessions:
+            s = self._sessions[sid]
+            with s.lock:
+                s.state.note_recall(result.artifact_id)
+        return result
+
+    def execute_recall(self, arguments: str | Mapping[str, Any], *, session_id: str | None = None) -> str:
+        """Run a `recall_artifact` tool call from its raw arguments; returns the tool's text."""
+        import json
+
+        try:
+            args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+            if not isinstance(args, Mapping):
+                raise ValueError("arguments must be a JSON object")
+            aid = args["artifact_id"]
+            start = args.get("start_line")
+            end = args.get("end_line")
+            pattern = args.get("pattern")
+            for name, v in (("start_line", start), ("end_line", end)):
+                if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+                    raise ValueError(f"{name} must be an integer")
+            if pattern is not None and not isinstance(pattern, str):
+                raise ValueError("pattern must be a string")
+        except (ValueError, KeyError, TypeError) as exc:
+            return f"[tokenpilot: invalid {RECALL_TOOL_NAME} arguments: {exc}. Expected {{\"artifact_id\": \"art_…\"}}]"
+        return self.recall(str(aid), start, end, pattern, session_id=session_id).for_model()
+
+    def _resolve_session(self, session_id: str | None) -> str:
+        if session_id is not None:
+            return session_id
+        if len(self._sessions) == 1:
+            return next(iter(self._sessions))
+        raise ValueError("session_id is required when this TokenPilot serves several sessions")
+
+    # -- persistence -------------------------------------------------------------
+    def export_session(self, session_id: str) -> dict[str, Any]:
+        """JSON-safe state of a session, for checkpoints and restarts."""
+        s = self._sessions[session_id]
+        with s.lock:
+            return {
+                "id": s.id,
+                "entries": [
+                    {
+                        "raw_hash": e.raw_hash,
+                        "ids": list(e.ids) if isinstance(e.ids, tuple) else e.ids,
+                        "frozen": e.frozen,
+                        "raw_tokens": e.raw_tokens,
+                        "tokens": e.tokens,
+                        "artifact_id": e.artifact_id,
+                        "effect": list(e.effect) if e.effect else None,
+                        "call_infos": [[cid, i.name, i.arguments] for cid, i in e.call_infos],
+                    }
+                    for e in s.entries
+                ],
+                "state": s.state.to_dict(),
+                "system": {
+                    "raw": list(s.system.raw),
+                    "stable": [[x.text, x.session_values, x.call_values] for x in s.system.stable],
+                    "current": [[x.text, x.session_values, x.call_values] for x in s.system.current],
+                    "rendered": s.system.rendered,
+                    "tokens": s.system.tokens,
+                },
+                "tools": s.tools,
+                "tools_tokens": s.tools_tokens,
+                "updates": [[pos, m] for pos, m in s.updates],
+                "prefix_breaks": s.prefix_breaks,
+                "lifecycle": s.lifecycle.to_dict() if s.lifecycle is not None and hasattr(s.lifecycle, "to_dict") else None,
+            }
+
+    def import_session(self, data: Mapping[str, Any]) -> Session:
+        """Restore a session exported by `export_session` (possibly in another process)."""
+        s = self.session(str(data["id"]))
+        with s.lock:
+            s.entries = []
+            for d in data["entries"]:
+                infos = tuple((cid, ToolCallInfo(name, args)) for cid, name, args in d.get("call_infos", []))
+                ids = tuple(d["ids"]) if isinstance(d["ids"], list) else d["ids"]
+                s.entries.append(
+                    _Entry(None, None, None, None, d["raw_hash"], ids, d["frozen"], d["raw_tokens"], d["tokens"],
+                           d.get("artifact_id"), tuple(d["effect"]) if d.get("effect") else None, infos, live=False)
+                )
+                for cid, info in infos:
+                    s.calls[cid] = info
+            s.state = IngestState.from_dict(data.get("state", {}))
+            sysd = data.get("system")
+            if sysd:
+
+                def stab(rows: list[Any]) -> tuple[Stabilized, ...]:
+                    return tuple(
+                        Stabilized(t, tuple(map(tuple, sv)), tuple(map(tuple, cv))) for t, sv, cv in rows
+                    )
+
+                s.system.raw = tuple(sysd["raw"])
+                s.system.stable = stab(sysd["stable"])
+                s.system.current = stab(sysd["current"])
+                s.system.rendered = list(sysd["rendered"])
+                s.system.tokens = int(sysd["tokens"])
+                s.system.version = 1
+            s.tools = list(data.get("tools", []))
+            s.tools_tokens = int(data.get("tools_tokens", 0))
+            s.tools_version = 1 if s.tools else 0
+            s.updates = [(int(pos), m) for pos, m in data.get("updates", [])]
+            s.prefix_breaks = int(data.get("prefix_breaks", 0))
+            if data.get("lifecycle") is not None and s.lifecycle is not None and hasattr(s.lifecycle, "load_dict"):
+                s.lifecycle.load_dict(data["lifecycle"])
+        return s
+
+    def close_session(self, session_id: str) -> None:
+        self.store.close_session(session_id)
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+
+def _hashable(msg: Mapping[str, Any]) -> bool:
+    try:
+        canonical_json([msg.get("role"), msg.get("content"), msg.get("name")])
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _aid_of(content: Any) -> str:
+    from ._canonical import artifact_id_for
+
+    return artifact_id_for(content if isinstance(content, str) else canonical_json(content) if content is not None else "")
