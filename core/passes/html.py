@@ -1,0 +1,618 @@
+"""html_slimming: turn a fetched web page into the compact text a reader would see.
+
+A raw page is mostly markup, scripts, styles, attributes and site chrome; the model
+needs the words. This pass parses the page once (selectolax / lexbor, in C), drops
+what no reader sees (scripts, styles, hidden elements, comments, attributes) and the
+obvious site chrome (navigation, footers, share bars, ads, cookie banners), and
+renders the rest as markdown-ish text: the title, `#` headings, paragraphs, `- ` list
+items, table rows as `a | b | c`, and ``` fenced pre blocks kept verbatim.
+
+It is pure and deterministic, and it never raises: anything that is not HTML, is too
+small to be worth it, is too big to parse safely, or fails in any way comes back
+unchanged (the very same object), and so does an output that would not be smaller.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import ClassVar
+from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+
+from selectolax.lexbor import LexborHTMLParser
+
+from .base import PassContext
+from .truncate import tool_family
+
+__all__ = ["HtmlSlimming", "looks_like_html"]
+
+# File tools: reading or editing an .html file must show the file as it is.
+_FILE_TOOLS = frozenset(
+    (
+        "read file_read read_file read_text_file view cat write edit write_file edit_file "
+        "multiedit apply_patch str_replace_editor str_replace_based_edit_tool notebookread"
+    ).split()
+)
+_SNIFF_CHARS = 4096
+_DOC_START = re.compile(
+    r"\A\ufeff?\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)\b", re.I | re.S
+)
+_MIN_FRAGMENT_TAGS = 8
+# The HTML tree builder rescans the stack of open elements at each block start, so parse time
+# grows with the sum of nesting depths: 20,000 unclosed <div>s (100 KB) take a second, 100,000
+# take half a minute. Real pages score under 10^5 (Wikipedia's biggest: 5*10^4); past this
+# budget (about 0.1 s of parsing) the page is left alone. Auto-closing tags (p, li) do not count.
+_NEST_NAMES = (
+    "div span ul ol dl section article aside nav header footer main blockquote table form font "
+    "a b i em strong center h1 h2 h3 h4 h5 h6"
+).split()
+_NEST_ALT = "|".join(_NEST_NAMES + [n.upper() for n in _NEST_NAMES])
+_NEST_TAG = re.compile(rf"<(/?)(?:{_NEST_ALT})[\s>/]")
+_MAX_NESTING_WORK = 20_000_000
+_KNOWN_TAG = re.compile(
+    r"</?(?:p|div|span|a|br|table|tr|td|th|ul|ol|li|h[1-6]|section|article|main|nav|"
+    r"header|footer|meta|link|script|style|title|img|form|input|button|strong|em|b|i|pre|code|"
+    r"blockquote|figure|iframe|noscript|label|select|option|dl|dt|dd|hr|small|sup|sub|svg)\b[^<>]*>",
+    re.I,
+)
+
+# Whole subtrees no reader sees. (<head> is skipped by walking only <body>; its <title> is read first.)
+_INVISIBLE_TAGS = frozenset(
+    (
+        "script style noscript template svg iframe object embed canvas video audio map head title "
+        "meta link base select option datalist textarea input img picture source frameset "
+        "frame"
+    ).split()
+)
+# Hidden for everyone: dropped unless it holds the article (a page hidden until a script shows it).
+_HIDDEN_SELECTOR = (
+    "[hidden], [style*='display:none' i], [style*='display: none' i], "
+    "[style*='visibility:hidden' i], [style*='visibility: hidden' i], [type='hidden' i]"
+)
+# Hidden from screen readers only, and put on the whole page while a modal is open: guarded by size.
+_ARIA_HIDDEN_SELECTOR = "[aria-hidden='true' i]"
+# Chrome by element or ARIA role: navigation, footers, asides, forms, dialogs.
+_CHROME_TAG_SELECTOR = (
+    "nav, footer, aside, form, dialog, menu, [role='navigation' i], [role='contentinfo' i], "
+    "[role='complementary' i], [role='search' i], [role='dialog' i], [role='alertdialog' i], "
+    "[role='menu' i], [role='menubar' i]"
+)
+_CHROME_TAGS = frozenset({"nav", "footer", "aside", "form", "dialog", "menu"})
+_CHROME_ROLES = frozenset(
+    {"navigation", "contentinfo", "complementary", "search", "dialog", "alertdialog", "menu", "menubar"}
+)
+# Chrome by class/id. The CSS pre-filter (substring, in C) finds candidates; _CHROME_NAME decides.
+# Every word _CHROME_NAME can match contains one of these.
+_CHROME_WORDS = (
+    "shar social advert sponsor promo related sidebar menu breadcrumb cookie consent gdpr "
+    "newsletter subscribe popup modal commentform comment-form reply-form respond skip banner "
+    "hid invisible d-none sr-only screen-reader nav popular trending recommend outbrain taboola "
+    "mostread most-read"
+).split()
+_CHROME_ATTR_SELECTOR = ", ".join(
+    [f"[{attr}*='{w}' i]" for w in _CHROME_WORDS for attr in ("class", "id")]
+    + [f"[{attr}~='{w}' i]" for w in ("ad", "ads", "adv") for attr in ("class", "id")]
+)
+# Distinctive words match anywhere (camelCase ids like "shareButtons"); ambiguous ones only as
+# whole dash/underscore-separated tokens ("ad" never inside "head"). Comments themselves are
+# content (readers and Readability keep them); only the form to write one is chrome.
+_CHROME_NAME = re.compile(
+    r"share|sharing|social|advert|sponsor|sidebar|breadcrumb|cookie|gdpr|newsletter|commentform"
+    r"|navigation|navbar|topnav|subnav|outbrain|taboola|most-?read|most-?popular|trending"
+    r"|(?:^|[\s_-])(?:promo|promos|promoted|related|menu|consent|subscribe|popup|modal|skip|banner"
+    r"|ad|ads|adv|comment-?form|comments?-respond|respond|reply-form|nav|navi|recommended|popular"
+    r")(?:$|[\s_-])",
+    re.I,
+)
+# Classes like "hidden"/"visually-hidden" hide an element from sighted readers as style= does
+# (inline elements too); "hide-for-small" and the like are conditional and do not count.
+_HIDDEN_CLASS = re.compile(
+    r"(?:^|\s)(?:hidden|hide|invisible|is-hidden|u-hidden|d-none|element-invisible|visually-hidden"
+    r"|u-visually-hidden|sr-only|screen-reader-text)(?:$|\s)",
+    re.I,
+)
+# Ids are often slugs of a heading ("sharing-with-a-single-developer"): only short ones count.
+_ID_MAX_TOKENS = 3
+_ID_SPLIT = re.compile(r"[\s_-]+")
+# Never dropped for their class/id: inline text ("<a class=popup>Prefer</a>" sits mid-sentence).
+_INLINE_TAGS = frozenset(
+    (
+        "a span em strong b i u s small abbr cite code sup sub mark q font time label var kbd "
+        "samp del ins dfn bdi bdo"
+    ).split()
+)
+# The element that holds the article, when the page says so; chrome may not contain it.
+_MAIN_SELECTOR = "main, [role='main' i], [itemprop='articleBody' i]"
+_MAX_ARTICLES = 64
+_CHROME_SELECTOR = _CHROME_TAG_SELECTOR + ", " + _CHROME_ATTR_SELECTOR
+# Removed from the tree before anything is measured (the walk skips all of _INVISIBLE_TAGS).
+_INVISIBLE_SELECTOR = "script, style, noscript, template, svg, iframe, object, embed, canvas"
+
+_HEADINGS = {"h1": "# ", "h2": "## ", "h3": "### ", "h4": "#### ", "h5": "##### ", "h6": "###### "}
+_BLOCK_TAGS = frozenset(
+    (
+        "p div section article main header footer nav aside ul ol dl dt dd table thead tbody "
+        "tfoot caption blockquote figure figcaption address details summary center hgroup "
+        "fieldset legend body html hr br form dialog menu li tr td th pre h1 h2 h3 h4 h5 h6"
+    ).split()
+)
+# Inside a cell of a layout table these mean "this table is page layout, not data".
+_MAX_TABLE_CHECKS = 256
+_LAYOUT_CELL_SELECTOR = ", ".join(
+    f"{cell} {inner}"
+    for cell in ("td", "th")
+    for inner in ("table", "p", "ul", "ol", "pre", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6")
+)
+_WS = re.compile(r"\s+")
+_SPACE = re.compile(r"\s")
+_SCHEME = re.compile(r"^https?://", re.I)
+_ORIGIN = re.compile(r"^https?://[^/?#\s]+", re.I)
+_TRACKING_IN_URL = re.compile(
+    r"[?&](?:utm_|fbclid|gclid|mc_[ce]id|_ga=|_gl=|ncid|cmpid|ref_src|igshid|mkt_tok)", re.I
+)
+_TRACKING = re.compile(
+    r"utm_|fbclid$|gclid$|mc_[ce]id$|_ga$|_gl$|ncid$|cmpid$|ref_src$|igshid$|mkt_tok$", re.I
+)
+_EXIT = object()
+
+
+def looks_like_html(text: str) -> bool:
+    """Cheap sniff of the first few KB: a document start, or several known tags.
+
+    Plain text, JSON and source code that merely contains `<` (or a stray `<b>`) say no,
+    so the pass never mangles output that only mentions markup.
+    """
+    head = text[:_SNIFF_CHARS]
+    if _DOC_START.match(head):
+        return True
+    # A fragment ("<div>...</div>") must start with markup and carry several real tags;
+    # JSON, code (JSX too: it starts with imports) and prose start with something else.
+    if not head.lstrip("\ufeff \t\r\n").startswith("<"):
+        return False
+    return len(_KNOWN_TAG.findall(head)) >= _MIN_FRAGMENT_TAGS
+
+
+@dataclass(frozen=True, slots=True)
+class HtmlSlimming:
+    """Render an HTML page as compact text; see the module docstring.
+
+    Every setting changes the output; the defaults are tuned on the 130 Readability pages.
+    """
+
+    name: ClassVar[str] = "html_slimming"
+
+    min_chars: int = 512
+    """Shorter inputs come back unchanged: a small fragment costs few tokens, and its markup
+    may be exactly what the caller asked for."""
+    max_input_chars: int = 8_000_000
+    """Longer inputs come back unchanged, bounding time and memory; truncation handles them."""
+    skip_tools: frozenset[str] = _FILE_TOOLS
+    """Tools (names or families, lower-case) whose output is never slimmed: an agent that reads
+    or edits an .html file needs its markup, not a rendering of it."""
+    keep_links: bool = True
+    """Render useful links as `[text](href)` so the model can follow them. Useful: an http(s)
+    URL (relative hrefs only when `<base href>` says what they are relative to), not a link to
+    the page itself, not `javascript:`/`mailto:`/`#`, text that is not just the URL, and the
+    first link to that URL on the page (later ones are plain text). Tracking parameters
+    (utm_*, fbclid, ...) are removed, and links to the page's own site (known from `<base>`,
+    the canonical link or og:url) are written as `/path`."""
+    max_href_chars: int = 200
+    """Links with longer hrefs (redirectors, data blobs) keep only their text."""
+    drop_chrome: bool = True
+    """Drop navigation, footers, asides, forms, dialogs, and elements whose class/id says
+    share/social/ad/promo/related/sidebar/menu/breadcrumb/cookie/newsletter/comment-form/
+    hidden. Comments themselves are content and stay."""
+    chrome_max_share: float = 0.5
+    """A chrome (or aria-hidden) element holding more than this share of the page's visible
+    text is kept, and so is anything that contains the page's `<main>` or its largest
+    `<article>`: real chrome is small, and losing the article is the worst outcome."""
+    keep_title: bool = True
+    """Start with the document `<title>` as `# title`, unless the page's `<h1>` already says it."""
+
+    def apply(self, text: str, ctx: PassContext) -> str:
+        """The slimmed page, or `text` itself when the pass does not apply or fails."""
+        try:
+            if not isinstance(text, str) or len(text) < self.min_chars or len(text) > self.max_input_chars:
+                return text
+            if self.skip_tools and ctx.tool_name:
+                tool = ctx.tool_name.strip().lower().replace("-", "_")
+                if tool in self.skip_tools or tool_family(tool) in self.skip_tools:
+                    return text
+            if not looks_like_html(text) or _nesting_work(text) > _MAX_NESTING_WORK:
+                return text
+            out = self._render(text)
+        except Exception:  # noqa: BLE001 - a reduction must never break a tool result
+            return text
+        if not out or len(out) >= len(text):
+            return text
+        return out
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _render(self, text: str) -> str:
+        try:
+            tree = LexborHTMLParser(text)
+        except UnicodeEncodeError:
+            # Lone surrogates (bytes decoded with surrogateescape): give lexbor the original
+            # bytes back; it replaces invalid UTF-8 the way a browser does.
+            tree = LexborHTMLParser(text.encode("utf-8", "surrogateescape"))
+        title = ""
+        base = page = ""
+        head = tree.head
+        if head is not None:
+            if self.keep_title:
+                t = head.css_first("title")
+                if t is not None:
+                    title = _WS.sub(" ", t.text(deep=True)).strip()
+            if self.keep_links:
+                base, page = _page_urls(head)
+        body = tree.body
+        if body is None:
+            return ""
+        # Remove what no reader sees first, so the text sizes below measure visible text.
+        for node in body.css(_INVISIBLE_SELECTOR):
+            node.decompose()
+        guard = _Guard(body, self.chrome_max_share)
+        guard.drop(body.css(_HIDDEN_SELECTOR), named=False, sized=False)
+        guard.drop(body.css(_ARIA_HIDDEN_SELECTOR), named=False, sized=True)
+        if self.drop_chrome:
+            guard.drop(body.css(_CHROME_SELECTOR), named=True, sized=True)
+        if title:
+            # "Headline | Site" says nothing the page's own <h1> does not, once the h1 is shown.
+            h1 = body.css_first("h1")
+            h1_text = _WS.sub(" ", h1.text(deep=True)).strip().lower() if h1 is not None else ""
+            if h1_text and h1_text in title.lower():
+                title = ""
+        lines = _Renderer(self.keep_links, self.max_href_chars, base, page).run(body)
+        if title and (not lines or lines[0] != "# " + title):
+            lines.insert(0, "# " + title)
+        return "\n".join(lines)
+
+
+class _Guard:
+    """Removes hidden and chrome elements, but never the article.
+
+    An element is kept when it is (or contains) the page's `<article>`/`<main>`, or holds
+    more than `max_share` of the page's visible text: chrome is small, and a wrapper that
+    happens to carry `aria-hidden` or a "sidebar" class may hold the whole page.
+    """
+
+    __slots__ = ("body_id", "keep_ids", "limit", "budget")
+
+    def __init__(self, body, max_share: float) -> None:  # noqa: ANN001 - a LexborNode
+        self.body_id = body.mem_id
+        self.keep_ids: set[int] = set()  # the article holders and all their ancestors
+        holders = body.css(_MAIN_SELECTOR)
+        # Cards in a "related" rail are <article>s too: protect only the one with the most text.
+        articles = body.css("article")[:_MAX_ARTICLES]
+        if articles:
+            holders.append(max(articles, key=lambda a: len(a.text(deep=True))))
+        for main in holders:
+            n = main
+            while n is not None and n.mem_id not in self.keep_ids:
+                self.keep_ids.add(n.mem_id)
+                n = n.parent
+        total = len(body.text(deep=True))
+        self.limit = max_share * total
+        self.budget = 4 * total + 100_000  # bounds text() work on deeply nested candidates
+
+    def drop(self, candidates: list, named: bool, sized: bool) -> None:
+        """Decompose each candidate that passes the guard.
+
+        `named`: candidates come from a loose pre-filter; check tag/role/class/id first.
+        `sized`: also keep a candidate that holds more than the share of the page's text.
+        """
+        for node in candidates:
+            if node.mem_id in self.keep_ids:
+                continue
+            tag = node.tag
+            if tag in ("body", "html"):
+                continue
+            if named and not _is_chrome(node, tag):
+                continue
+            if self.budget <= 0:
+                return  # pathological nesting: keep the rest rather than spend unbounded time
+            # Skip nodes already removed with an ancestor (their chain no longer reaches <body>).
+            n = node.parent
+            steps = 0
+            while n is not None and n.mem_id != self.body_id:
+                n = n.parent
+                steps += 1
+            self.budget -= 16 * steps
+            if n is None:
+                continue
+            if sized:
+                size = len(node.text(deep=True))
+                self.budget -= size
+                if size > self.limit:
+                    continue
+            node.decompose()
+
+
+def _is_chrome(node, tag: str) -> bool:  # noqa: ANN001 - a LexborNode
+    """Chrome by tag, ARIA role, or a class/id word (see _CHROME_NAME)."""
+    if tag in _CHROME_TAGS:
+        return True
+    attrs = node.attributes
+    if (attrs.get("role") or "").strip().lower() in _CHROME_ROLES:
+        return True
+    cls = attrs.get("class") or ""
+    if _HIDDEN_CLASS.search(cls):
+        return True
+    if tag in _INLINE_TAGS:
+        return False
+    ident = attrs.get("id") or ""
+    if ident and len(_ID_SPLIT.split(ident.strip())) <= _ID_MAX_TOKENS:
+        cls = f"{cls} {ident}"
+    return _CHROME_NAME.search(cls) is not None
+
+
+class _Renderer:
+    """One depth-first walk of <body> that emits lines of markdown-ish text.
+
+    Iterative (an explicit stack, with exit markers), so a page nested 100,000 deep cannot
+    hit Python's recursion limit. Inline text gathers in `buf`; a block boundary flushes
+    it as one whitespace-collapsed line.
+    """
+
+    __slots__ = (
+        "keep_links",
+        "max_href",
+        "base",
+        "page",
+        "origin",
+        "lines",
+        "buf",
+        "prefix",
+        "inline_depth",
+        "headings",
+        "cells",
+        "tables",
+        "table_checks",
+        "seen_hrefs",
+        "flushes",
+    )
+
+    def __init__(self, keep_links: bool, max_href: int, base: str, page: str) -> None:
+        self.keep_links = keep_links
+        self.max_href = max_href
+        self.base = base  # what relative hrefs resolve against (<base href>), or ""
+        self.page = page.split("#", 1)[0]  # the page's own URL (base, canonical, og:url), or ""
+        self.origin = _origin(page)  # links to it are written as "/path"
+        self.lines: list[str] = []
+        self.buf: list[str] = []
+        self.prefix = ""  # "# " / "- " for the next line emitted
+        self.inline_depth = 0  # >0 inside a heading or data cell: blocks become spaces
+        self.headings = 0  # open headings
+        self.cells: list[list[str]] = []  # one list per open data-table row
+        self.tables: list[bool] = []  # per open table: is it a data table (rows as "a | b")?
+        self.table_checks = 0
+        self.seen_hrefs: set[str] = set()  # a URL is spelled out once; later links are plain text
+        self.flushes = 0  # how many times `buf` was emptied: a link spanning one loses its markup
+
+    def emit(self, line: str) -> None:
+        """Append a finished line (with any pending prefix), skipping a repeat of the last one."""
+        line = self.prefix + line
+        self.prefix = ""
+        lines = self.lines
+        if not lines or lines[-1] != line:
+            lines.append(line)
+
+    def flush(self) -> None:
+        buf = self.buf
+        if not buf:
+            return
+        if self.inline_depth:
+            buf.append(" ")
+            return
+        line = " ".join("".join(buf).split())
+        buf.clear()
+        self.flushes += 1
+        if line:
+            self.emit(line)
+
+    def run(self, body) -> list[str]:  # noqa: ANN001 - a LexborNode
+        stack: list = [body]
+        push = stack.append
+        pop = stack.pop
+        buf = self.buf
+        while stack:
+            item = pop()
+            if item is _EXIT:
+                kind, data = pop()
+                self._exit(kind, data)
+                continue
+            node = item
+            tag = node.tag
+            if tag == "-text":
+                t = node.text_content
+                if t:
+                    buf.append(t)
+                continue
+            if tag is None or tag[0] == "-" or tag in _INVISIBLE_TAGS:
+                continue  # comments, doctype, invisible subtrees
+            if tag == "button" and not self.headings:
+                continue  # controls ("Close", "Share") are chrome; an accordion heading is not
+
+            if tag in _BLOCK_TAGS:
+                self.flush()
+                if tag == "br" or tag == "hr":
+                    continue
+                if tag == "pre":
+                    if self.inline_depth:
+                        buf.append(node.text(deep=True))
+                    else:
+                        self._pre(node.text(deep=True))
+                    continue
+                kind = "block"
+                data = None
+                if self.inline_depth:
+                    pass  # inside a heading or data cell: any block is just a space
+                elif tag in _HEADINGS:
+                    self.prefix = _HEADINGS[tag]
+                    self.inline_depth += 1
+                    self.headings += 1
+                    kind = "heading"
+                elif tag == "li" or tag == "dt":
+                    self.prefix = "- "
+                    kind = "item"
+                elif tag == "table":
+                    self.tables.append(self._is_data_table(node))
+                    kind = "table"
+                elif tag == "tr":
+                    if self.tables and self.tables[-1]:
+                        kind = "row"
+                        self.cells.append([])
+                elif tag == "td" or tag == "th":
+                    if self.cells:
+                        kind = "cell"
+                        data = len(buf)
+                        self.inline_depth += 1
+                push((kind, data))
+                push(_EXIT)
+            elif tag == "a" and self.keep_links:
+                href = self._href(node)
+                if href:
+                    push(("link", (len(buf), self.flushes, href)))
+                    push(_EXIT)
+            children = []
+            c = node.child
+            while c is not None:
+                children.append(c)
+                c = c.next
+            children.reverse()
+            stack.extend(children)
+        self.flush()
+        return self.lines
+
+    def _is_data_table(self, node) -> bool:  # noqa: ANN001 - a LexborNode
+        """Data tables render as "a | b" rows; layout tables (blocks in cells) as blocks."""
+        self.table_checks += 1
+        if self.table_checks > _MAX_TABLE_CHECKS:
+            return False  # each check scans the subtree: bound the work on table soup
+        # Query the table's children, not the table: a selector matches the node it runs on,
+        # and a data table nested in a layout cell would match "td table" itself.
+        return all(child.css_first(_LAYOUT_CELL_SELECTOR) is None for child in node.iter())
+
+    def _exit(self, kind: str, data) -> None:  # noqa: ANN001
+        if kind == "block":
+            self.flush()
+        elif kind == "item" or kind == "heading":
+            if kind == "heading":
+                self.inline_depth -= 1
+                self.headings -= 1
+            self.flush()
+            self.prefix = ""  # an empty item or heading must not mark the next line
+        elif kind == "link":
+            start, flushes, href = data
+            buf = self.buf
+            if flushes != self.flushes:
+                return  # a block broke the link's text into lines: keep it as plain text
+            raw = "".join(buf[start:])
+            label = " ".join(raw.split())
+            if not label or href in self.seen_hrefs:
+                return
+            if _SCHEME.sub("", label).rstrip("/") == _SCHEME.sub("", href).rstrip("/"):
+                return  # the text already is the URL
+            self.seen_hrefs.add(href)
+            origin = self.origin
+            if origin and href[: len(origin) + 1].lower() == origin + "/":
+                href = href[len(origin) :]  # same site as the page: "/path" is enough
+            del buf[start:]
+            lead = " " if raw[:1].isspace() else ""
+            trail = " " if raw[-1:].isspace() else ""
+            buf.append(f"{lead}[{label}]({href}){trail}")
+        elif kind == "cell":
+            buf = self.buf
+            cell = " ".join("".join(buf[data:]).split())
+            del buf[data:]
+            self.inline_depth -= 1
+            if self.cells:
+                self.cells[-1].append(cell)
+        elif kind == "row":
+            cells = self.cells.pop() if self.cells else []
+            self.flush()
+            if any(cells):
+                self.emit(" | ".join(cells))
+        elif kind == "table":
+            if self.tables:
+                self.tables.pop()
+            self.flush()
+
+    def _href(self, node) -> str:  # noqa: ANN001
+        href = node.attributes.get("href")
+        if not href:
+            return ""
+        href = href.strip()
+        low = href[:8].lower()
+        if not low.startswith(("http://", "https://")):
+            if not self.base or low.startswith(("#", "javascript", "mailto:", "data:", "tel:")):
+                return ""
+            try:
+                href = urljoin(self.base, href)
+            except ValueError:
+                return ""
+        if "?" in href and _TRACKING_IN_URL.search(href):
+            href = _strip_tracking(href)
+        if len(href) > self.max_href or _SPACE.search(href) is not None:
+            return ""
+        if self.page and href.split("#", 1)[0] == self.page:
+            return ""  # a link to the page itself says nothing new
+        return href
+
+    def _pre(self, raw: str) -> None:
+        body = raw.strip("\n")
+        if not body.strip():
+            return
+        self.prefix = ""
+        self.lines.append("```\n" + "\n".join(line.rstrip() for line in body.split("\n")) + "\n```")
+
+
+def _nesting_work(text: str) -> int:
+    """Sum over opening tags of their nesting depth: a linear-time bound on the parse's cost."""
+    depth = work = 0
+    for slash in _NEST_TAG.findall(text):
+        if slash:
+            if depth:
+                depth -= 1
+        else:
+            depth += 1
+            work += depth
+    return work
+
+
+def _page_urls(head) -> tuple[str, str]:  # noqa: ANN001 - a LexborNode
+    """(<base href>, the page's own URL) from <head>; "" where the page does not say (absolute only)."""
+    base = page = ""
+    for selector, attr in (
+        ("base[href]", "href"),
+        ("link[rel='canonical' i][href]", "href"),
+        ("meta[property='og:url' i][content]", "content"),
+    ):
+        node = head.css_first(selector)
+        if node is None:
+            continue
+        url = (node.attributes.get(attr) or "").strip()
+        if not _SCHEME.match(url) or _SPACE.search(url) is not None:
+            continue
+        if selector.startswith("base"):
+            base = url
+        if not page:
+            page = url
+    return base, page
+
+
+def _origin(url: str) -> str:
+    """ "scheme://host[:port]" of an absolute URL, lowercased; "" if it has none."""
+    m = _ORIGIN.match(url)
+    return m.group(0).lower() if m else ""
+
+
+def _strip_tracking(href: str) -> str:
+    """`href` without analytics parameters (utm_*, fbclid, ...): they cost tokens, mean nothing."""
+    try:
+        parts = urlsplit(href)
+        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _TRACKING.match(k)]
+        return urlunsplit(parts._replace(query=urlencode(query, safe=":/@,")))
+    except ValueError:
+        return href
