@@ -11,6 +11,7 @@ pages by retention, and the throughput of HtmlSlimming over all sources in MB/s
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -21,6 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from html_metrics import retention, visible_text, words  # noqa: E402
+
 from tokenpilot.passes.base import PassContext  # noqa: E402
 from tokenpilot.passes.html import HtmlSlimming  # noqa: E402
 
@@ -62,13 +64,16 @@ def main() -> int:
             print(f"{name:45s} {n_src:10,d} {n_out:9,d} {ratio:7.2%} {ret:7.2%}")
 
     total = sum(len(src) for _, src, _ in pages)
-    times = []
+    walls, cpus = [], []
     for _ in range(3):
-        t0 = time.perf_counter()
+        gc.collect()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _, src, _ in pages:
             slim.apply(src, ctx)
-        times.append(time.perf_counter() - t0)
-    secs = statistics.median(times)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    secs, cpu = statistics.median(walls), statistics.median(cpus)
+    untouched = [name for (name, n_src, n_out, _r, _k) in rows if n_src == n_out]
 
     med_size = statistics.median(r[3] for r in rows)
     med_ret = statistics.median(r[4] for r in rows)
@@ -78,6 +83,12 @@ def main() -> int:
     print(f"median retention:  {med_ret:.2%}   (target >= 98%)")
     print(f"mean retention:    {statistics.fmean(r[4] for r in rows):.2%}")
     print(f"throughput: {total / secs / 1e6:.1f} MB/s  ({secs:.2f} s per pass over all sources, median of 3)")
+    print(
+        f"            {total / cpu / 1e6:.1f} MB/s of CPU time (less sensitive to other load on the machine)"
+    )
+    print(
+        f"left unchanged ({len(untouched)}, shorter than min_chars={slim.min_chars} or not smaller): {untouched}"
+    )
     print(f"\nworst {args.worst} pages by retention:")
     for name, _src, _out, ratio, ret in sorted(rows, key=lambda r: (r[4], r[0]))[: args.worst]:
         print(f"  {name:45s} retain {ret:7.2%}  size {ratio:7.2%}")

@@ -124,6 +124,8 @@ def test_pure_and_deterministic() -> None:
         + "export const A = () => <div><p>hi</p><ul><li>x</li></ul></div>;\n" * 30,
         "Use the <b> tag for bold and <i> for italics; see <code>.\n" * 30,
         "def render():\n    return '<html><body>' + body + '</body></html>'\n" * 30,
+        "<?xml version='1.0'?><rss><channel>" + "<item><title>t</title><link>u</link></item>" * 30,
+        "<svg xmlns='http://www.w3.org/2000/svg'>" + "<g><title>t</title><text>x</text></g>" * 30,
     ],
 )
 def test_not_html_is_untouched(text: str) -> None:
@@ -202,7 +204,8 @@ def test_drop_chrome() -> None:
 
 def test_chrome_max_share() -> None:
     # A "sidebar" wrapper that holds most of the page is a layout name, not chrome.
-    doc = page('<div class="with-sidebar"><p>' + "main words " * 20 + "</p></div><p>tail</p>")
+    # (Text outside <p>, so that the densest-paragraphs rule, tested below, does not apply.)
+    doc = page('<div class="with-sidebar">' + "main words " * 20 + "</div><p>tail</p>")
     assert "main words" in SLIM.apply(doc, CTX)
     assert "main words" not in HtmlSlimming(min_chars=0, chrome_max_share=1.0).apply(doc, CTX)
 
@@ -227,6 +230,21 @@ def test_article_inside_chrome_named_wrapper_is_kept() -> None:
     out = SLIM.apply(doc, CTX)
     assert "story story" in out
     assert "card" not in out  # a small card in a sidebar is still chrome
+
+
+def test_densest_paragraphs_are_never_chrome() -> None:
+    # No <article>/<main>; the post sits in a "sidebar-layout" and holds under half the text.
+    doc = page(
+        '<div class="sidebar-layout"><p>'
+        + "first para " * 10
+        + "</p><p>"
+        + "second para " * 10
+        + "</p></div>"
+        '<div class="related"><p>Other story</p></div>' + "<div>" + "other text " * 60 + "</div>"
+    )
+    out = SLIM.apply(doc, CTX)
+    assert "first para" in out and "second para" in out
+    assert "Other story" not in out
 
 
 def test_heading_slug_ids_and_inline_classes_are_not_chrome() -> None:
@@ -292,11 +310,13 @@ def test_links() -> None:
         '<a href="https://x.org/">x.org</a> '
         '<a href="https://ext.org/a?utm_medium=m&fbclid=z&q=1">ext</a> '
         '<a href="https://ext.org/a?q=1">again</a> '
-        '<a href="https://img.org/p"><img src="p.png"></a></p>',
+        '<a href="https://img.org/p"><img src="p.png"></a> '
+        '<a href="//cdn.org/lib">cdn</a></p>',
         head=head,
     )
     assert SLIM.apply(doc, CTX) == (
-        "# T\n[same site](/blog/other) self relative js mail x.org [ext](https://ext.org/a?q=1) again"
+        "# T\n[same site](/blog/other) self relative js mail x.org [ext](https://ext.org/a?q=1) again "
+        "[cdn](https://cdn.org/lib)"
     )
 
 
@@ -374,6 +394,9 @@ def test_deep_nesting_is_left_alone_quickly() -> None:
         assert time.perf_counter() - t0 < 2.0
     moderate = "<!DOCTYPE html><html><body>" + "<div>" * 2000 + "deep text" + "</div>" * 2000
     assert SLIM.apply(moderate, CTX) == "deep text"
+    # Legacy pages leave thousands of <a name>, <font>, <p>, <li> open: the parser closes those.
+    legacy = "<html><body>" + '<p><a name="x"><font size=2><b>Old news item</b><li>entry' * 20_000
+    assert SLIM.apply(legacy, CTX).startswith("Old news item\n- entry\nOld news item")
 
 
 # -- the metric helper --------------------------------------------------------------------

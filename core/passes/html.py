@@ -41,10 +41,10 @@ _MIN_FRAGMENT_TAGS = 8
 # The HTML tree builder rescans the stack of open elements at each block start, so parse time
 # grows with the sum of nesting depths: 20,000 unclosed <div>s (100 KB) take a second, 100,000
 # take half a minute. Real pages score under 10^5 (Wikipedia's biggest: 5*10^4); past this
-# budget (about 0.1 s of parsing) the page is left alone. Auto-closing tags (p, li) do not count.
+# budget (about 0.1 s of parsing) the page is left alone. Only containers count: the parser
+# closes p/li/h1 and a/b/font by itself, so legacy pages full of unclosed ones are not deep.
 _NEST_NAMES = (
-    "div span ul ol dl section article aside nav header footer main blockquote table form font "
-    "a b i em strong center h1 h2 h3 h4 h5 h6"
+    "div span ul ol dl section article aside nav header footer main blockquote table form center"
 ).split()
 _NEST_ALT = "|".join(_NEST_NAMES + [n.upper() for n in _NEST_NAMES])
 _NEST_TAG = re.compile(rf"<(/?)(?:{_NEST_ALT})[\s>/]")
@@ -52,7 +52,7 @@ _MAX_NESTING_WORK = 20_000_000
 _KNOWN_TAG = re.compile(
     r"</?(?:p|div|span|a|br|table|tr|td|th|ul|ol|li|h[1-6]|section|article|main|nav|"
     r"header|footer|meta|link|script|style|title|img|form|input|button|strong|em|b|i|pre|code|"
-    r"blockquote|figure|iframe|noscript|label|select|option|dl|dt|dd|hr|small|sup|sub|svg)\b[^<>]*>",
+    r"blockquote|figure|iframe|noscript|label|select|option|dl|dt|dd|hr|small|sup|sub)\b[^<>]*>",
     re.I,
 )
 
@@ -85,7 +85,7 @@ _CHROME_ROLES = frozenset(
 # Every word _CHROME_NAME can match contains one of these.
 _CHROME_WORDS = (
     "shar social advert sponsor promo related sidebar menu breadcrumb cookie consent gdpr "
-    "newsletter subscribe popup modal commentform comment-form reply-form respond skip banner "
+    "newsletter subscribe popup modal commentform comment-form reply-form respond skip "
     "hid invisible d-none sr-only screen-reader nav popular trending recommend outbrain taboola "
     "mostread most-read"
 ).split()
@@ -99,7 +99,7 @@ _CHROME_ATTR_SELECTOR = ", ".join(
 _CHROME_NAME = re.compile(
     r"share|sharing|social|advert|sponsor|sidebar|breadcrumb|cookie|gdpr|newsletter|commentform"
     r"|navigation|navbar|topnav|subnav|outbrain|taboola|most-?read|most-?popular|trending"
-    r"|(?:^|[\s_-])(?:promo|promos|promoted|related|menu|consent|subscribe|popup|modal|skip|banner"
+    r"|(?:^|[\s_-])(?:promo|promos|promoted|related|menu|consent|subscribe|popup|modal|skip"
     r"|ad|ads|adv|comment-?form|comments?-respond|respond|reply-form|nav|navi|recommended|popular"
     r")(?:$|[\s_-])",
     re.I,
@@ -110,6 +110,10 @@ _HIDDEN_CLASS = re.compile(
     r"(?:^|\s)(?:hidden|hide|invisible|is-hidden|u-hidden|d-none|element-invisible|visually-hidden"
     r"|u-visually-hidden|sr-only|screen-reader-text)(?:$|\s)",
     re.I,
+)
+# "hidden md:block" (Tailwind), "d-none d-lg-flex" (Bootstrap): hidden on phones, shown on desktops.
+_SHOWN_AT_WIDTH = re.compile(
+    r"(?:^|\s)(?:(?:sm|md|lg|xl|2xl):|d-(?:sm|md|lg|xl|xxl)-)(?:block|flex|grid|inline|table|contents)", re.I
 )
 # Ids are often slugs of a heading ("sharing-with-a-single-developer"): only short ones count.
 _ID_MAX_TOKENS = 3
@@ -124,6 +128,7 @@ _INLINE_TAGS = frozenset(
 # The element that holds the article, when the page says so; chrome may not contain it.
 _MAIN_SELECTOR = "main, [role='main' i], [itemprop='articleBody' i]"
 _MAX_ARTICLES = 64
+_MAX_PARAGRAPHS = 5000
 _CHROME_SELECTOR = _CHROME_TAG_SELECTOR + ", " + _CHROME_ATTR_SELECTOR
 # Removed from the tree before anything is measured (the walk skips all of _INVISIBLE_TAGS).
 _INVISIBLE_SELECTOR = "script, style, noscript, template, svg, iframe, object, embed, canvas"
@@ -167,8 +172,8 @@ def looks_like_html(text: str) -> bool:
         return True
     # A fragment ("<div>...</div>") must start with markup and carry several real tags;
     # JSON, code (JSX too: it starts with imports) and prose start with something else.
-    if not head.lstrip("\ufeff \t\r\n").startswith("<"):
-        return False
+    if not _KNOWN_TAG.match(head.lstrip("\ufeff \t\r\n")):
+        return False  # not starting with an HTML tag (an XML feed, an SVG file, text, code)
     return len(_KNOWN_TAG.findall(head)) >= _MIN_FRAGMENT_TAGS
 
 
@@ -252,8 +257,9 @@ class HtmlSlimming:
         # Remove what no reader sees first, so the text sizes below measure visible text.
         for node in body.css(_INVISIBLE_SELECTOR):
             node.decompose()
-        guard = _Guard(body, self.chrome_max_share)
+        guard = _Guard(body)
         guard.drop(body.css(_HIDDEN_SELECTOR), named=False, sized=False)
+        guard.measure(body, self.chrome_max_share)
         guard.drop(body.css(_ARIA_HIDDEN_SELECTOR), named=False, sized=True)
         if self.drop_chrome:
             guard.drop(body.css(_CHROME_SELECTOR), named=True, sized=True)
@@ -272,29 +278,49 @@ class HtmlSlimming:
 class _Guard:
     """Removes hidden and chrome elements, but never the article.
 
-    An element is kept when it is (or contains) the page's `<article>`/`<main>`, or holds
-    more than `max_share` of the page's visible text: chrome is small, and a wrapper that
-    happens to carry `aria-hidden` or a "sidebar" class may hold the whole page.
+    Kept: whatever contains the page's `<main>` (or role=main, itemprop=articleBody) or its
+    largest `<article>`; for chrome and aria-hidden also whatever contains the element whose
+    paragraphs hold the most text, or holds more than `max_share` of the visible text.
+    Chrome is small, and a wrapper that happens to be called "sidebar-layout" or to carry
+    `aria-hidden` while a modal is open may hold the whole page.
     """
 
     __slots__ = ("body_id", "keep_ids", "limit", "budget")
 
-    def __init__(self, body, max_share: float) -> None:  # noqa: ANN001 - a LexborNode
+    def __init__(self, body) -> None:  # noqa: ANN001 - a LexborNode
         self.body_id = body.mem_id
         self.keep_ids: set[int] = set()  # the article holders and all their ancestors
+        self.limit = 0.0
+        self.budget = 4 * len(body.text(deep=True)) + 100_000  # bounds work on nested candidates
         holders = body.css(_MAIN_SELECTOR)
         # Cards in a "related" rail are <article>s too: protect only the one with the most text.
         articles = body.css("article")[:_MAX_ARTICLES]
         if articles:
             holders.append(max(articles, key=lambda a: len(a.text(deep=True))))
-        for main in holders:
-            n = main
+        self._protect(holders)
+
+    def measure(self, body, max_share: float) -> None:  # noqa: ANN001 - a LexborNode
+        """Once hidden elements are gone: protect the densest paragraph holder, set the share limit."""
+        # Readability's idea in one line: the parent whose <p>s hold the most text is the
+        # article, whatever its class says ("post-widget", "content-with-sidebar").
+        para_text: dict[int, int] = {}
+        parents = {}
+        for p in body.css("p")[:_MAX_PARAGRAPHS]:
+            parent = p.parent
+            if parent is not None:
+                key = parent.mem_id
+                para_text[key] = para_text.get(key, 0) + len(p.text(deep=True))
+                parents[key] = parent
+        if para_text:
+            self._protect([parents[max(para_text, key=para_text.__getitem__)]])
+        self.limit = max_share * len(body.text(deep=True))
+
+    def _protect(self, holders: list) -> None:
+        for holder in holders:
+            n = holder
             while n is not None and n.mem_id not in self.keep_ids:
                 self.keep_ids.add(n.mem_id)
                 n = n.parent
-        total = len(body.text(deep=True))
-        self.limit = max_share * total
-        self.budget = 4 * total + 100_000  # bounds text() work on deeply nested candidates
 
     def drop(self, candidates: list, named: bool, sized: bool) -> None:
         """Decompose each candidate that passes the guard.
@@ -337,7 +363,7 @@ def _is_chrome(node, tag: str) -> bool:  # noqa: ANN001 - a LexborNode
     if (attrs.get("role") or "").strip().lower() in _CHROME_ROLES:
         return True
     cls = attrs.get("class") or ""
-    if _HIDDEN_CLASS.search(cls):
+    if _HIDDEN_CLASS.search(cls) and not _SHOWN_AT_WIDTH.search(cls):
         return True
     if tag in _INLINE_TAGS:
         return False
@@ -433,7 +459,6 @@ class _Renderer:
                 continue  # comments, doctype, invisible subtrees
             if tag == "button" and not self.headings:
                 continue  # controls ("Close", "Share") are chrome; an accordion heading is not
-
             if tag in _BLOCK_TAGS:
                 self.flush()
                 if tag == "br" or tag == "hr":
@@ -475,13 +500,10 @@ class _Renderer:
                 if href:
                     push(("link", (len(buf), self.flushes, href)))
                     push(_EXIT)
-            children = []
-            c = node.child
+            c = node.last_child  # pushed last to first, so popped in document order
             while c is not None:
-                children.append(c)
-                c = c.next
-            children.reverse()
-            stack.extend(children)
+                push(c)
+                c = c.prev
         self.flush()
         return self.lines
 
@@ -545,7 +567,9 @@ class _Renderer:
             return ""
         href = href.strip()
         low = href[:8].lower()
-        if not low.startswith(("http://", "https://")):
+        if low.startswith("//"):  # protocol-relative: the page's scheme, else https
+            href = (self.page or self.base or "https:").split("//", 1)[0] + href
+        elif not low.startswith(("http://", "https://")):
             if not self.base or low.startswith(("#", "javascript", "mailto:", "data:", "tel:")):
                 return ""
             try:
@@ -603,7 +627,7 @@ def _page_urls(head) -> tuple[str, str]:  # noqa: ANN001 - a LexborNode
 
 
 def _origin(url: str) -> str:
-    """ "scheme://host[:port]" of an absolute URL, lowercased; "" if it has none."""
+    """The "scheme://host[:port]" of an absolute URL, lowercased; "" if it has none."""
     m = _ORIGIN.match(url)
     return m.group(0).lower() if m else ""
 
