@@ -1,0 +1,325 @@
+"""Eviction planning: which turns leave the model's view, and what stands in their place.
+
+`plan_eviction` is pure apart from `archive(text) -> artifact_id`, which stores the
+exact messages of each evicted segment (canonical JSON of the list) so that the
+stub's `recall_artifact` id gives them back byte-exact (invariant I3).
+
+Conservative by construction (I4, I6): only whole turns go (a tool call never
+loses its result), only turns whose every owner is evictable, never the last turn,
+never a turn in the current batch, never an incomplete turn; turns linked by
+tool-call ids go together or not at all, and so do the turns of one task.
+
+`should_evict` is the cost gate: eviction breaks the provider's prefix cache once,
+so it only pays when the tokens it removes, read on every later call, cost more
+than re-prefilling everything after the cut once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._canonical import canonical_json
+from .pairing import validate_pairing
+from .pricing import Prices
+from .registry import TaskRegistry
+from .turns import Turn, tool_calls_of
+
+__all__ = [
+    "Decision",
+    "EvictionPlan",
+    "Prices",
+    "Segment",
+    "expected_remaining_calls",
+    "plan_eviction",
+    "render",
+    "should_evict",
+    "validate_pairing",
+]
+
+Message = Mapping[str, Any]
+_PREAMBLE = frozenset({"system", "developer"})
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Messages [start, end) evicted together, and the stub that replaces them."""
+
+    start: int
+    end: int
+    turn_ids: tuple[str, ...]
+    task_ids: tuple[str, ...]
+    artifact_id: str
+    stub: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "end": self.end,
+            "turnIds": list(self.turn_ids),
+            "taskIds": list(self.task_ids),
+            "artifactId": self.artifact_id,
+            "stub": self.stub,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Segment:
+        return cls(
+            int(d["start"]),
+            int(d["end"]),
+            tuple(d["turnIds"]),
+            tuple(d["taskIds"]),
+            str(d["artifactId"]),
+            dict(d["stub"]) if d.get("stub") else None,
+        )
+
+
+def render(
+    messages: Sequence[Message], drop: Collection[int], stubs: Mapping[int, Sequence[Message]]
+) -> list[dict[str, Any]]:
+    """Messages minus `drop`; `stubs[i]` (messages) go right before index i's place."""
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        for stub in stubs.get(i, ()):
+            out.append(dict(stub))
+        if i not in drop:
+            out.append(m if isinstance(m, dict) else dict(m))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionPlan:
+    """Indices to drop and, per evicted segment, its stub (or none)."""
+
+    evicted: frozenset[int]
+    segments: tuple[Segment, ...]
+
+    @property
+    def stubs(self) -> dict[int, tuple[dict[str, Any], ...]]:
+        """Segment start -> the messages that stand in for the segment (one stub)."""
+        return {s.start: (s.stub,) for s in self.segments if s.stub is not None}
+
+    def apply(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        return render(messages, self.evicted, self.stubs)
+
+
+def _clean(text: str, limit: int) -> str:
+    text = " ".join(text.replace('"', "'").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def stub_text(title: str, outcome: str, start: int, end: int, artifact_id: str) -> str:
+    """The one line the model sees instead of an evicted segment."""
+    return (
+        f'[tokenpilot: evicted task "{_clean(title, 80)}" ({_clean(outcome, 100)}), '
+        f'messages {start}..{end - 1}; recall_artifact(artifact_id="{artifact_id}") returns them]'
+    )
+
+
+def _linked_groups(messages: Sequence[Message], turns: Sequence[Turn]) -> list[int]:
+    """Union-find over turns: turns sharing a tool-call id must be evicted together."""
+    parent = list(range(len(turns)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    owner_of_id: dict[str, int] = {}
+    for t, turn in enumerate(turns):
+        for k in range(turn.start, turn.end):
+            m = messages[k]
+            ids = [c.get("id") for c in tool_calls_of(m)]
+            if m.get("role") == "tool":
+                ids.append(m.get("tool_call_id"))
+            for cid in ids:
+                if not isinstance(cid, str):
+                    continue
+                if cid in owner_of_id:
+                    parent[find(t)] = find(owner_of_id[cid])
+                else:
+                    owner_of_id[cid] = t
+    return [find(t) for t in range(len(turns))]
+
+
+def plan_eviction(
+    messages: Sequence[Message],
+    turns: Sequence[Turn],
+    registry: TaskRegistry,
+    *,
+    stub: bool = True,
+    archive: Callable[[str], str],
+    keep_from: int | None = None,
+    already_evicted: Collection[int] = frozenset(),
+) -> EvictionPlan:
+    """Plan the eviction of every turn whose owners are all evictable.
+
+    `keep_from`: messages at or after this index are the current batch and stay.
+    `already_evicted`: indices gone in an earlier plan; they are neither planned
+    again nor counted as kept, and new segments never merge with old ones (an old
+    stub keeps its bytes).
+    """
+    if not turns:
+        return EvictionPlan(frozenset(), ())
+    gone = frozenset(already_evicted)
+    owners = registry.turn_owners()
+    tasks = {t.task_id: t for t in registry.tasks}
+    limit = len(messages) if keep_from is None else min(keep_from, len(messages))
+    last = len(turns) - 1
+
+    def candidate(t: int) -> bool:
+        turn = turns[t]
+        own = owners.get(turn.turn_id, [])
+        return (
+            t != last
+            and turn.complete
+            and turn.end <= limit
+            and bool(own)
+            and all(tasks[o].lifecycle == "evictable" for o in own)
+            and not any(k in gone for k in range(turn.start, turn.end))
+        )
+
+    chosen = [candidate(t) for t in range(len(turns))]
+    # A task goes in one piece: if one of its turns must stay (current batch, last
+    # turn), its other turns wait too, so one task never costs two cache breaks.
+    held = {
+        o
+        for t, turn in enumerate(turns)
+        if t == last or not turn.complete or turn.end > limit
+        for o in owners.get(turn.turn_id, [])
+    }
+    chosen = [c and not held.intersection(owners.get(turns[t].turn_id, [])) for t, c in enumerate(chosen)]
+    groups = _linked_groups(messages, turns)
+    fully_gone = [all(k in gone for k in range(t.start, t.end)) for t in turns]
+    while True:  # both steps only un-choose turns, so this ends
+        blocked = {groups[t] for t in range(len(turns)) if not chosen[t] and not fully_gone[t]}
+        narrowed = [c and groups[t] not in blocked for t, c in enumerate(chosen)]
+        if not stub:
+            # Without a stub the first message after the preamble could become an
+            # assistant message, which Anthropic rejects: keep the leading run then.
+            narrowed = _keep_user_first(messages, turns, narrowed, gone)
+        if narrowed == chosen:
+            break
+        chosen = narrowed
+
+    segments: list[Segment] = []
+    run: list[int] = []
+
+    def owner_key(t: int) -> tuple[str, ...]:
+        return tuple(owners.get(turns[t].turn_id, []))
+
+    def flush() -> None:
+        if not run:
+            return
+        start, end = turns[run[0]].start, turns[run[-1]].end
+        task_ids = owner_key(run[0])
+        aid = archive(canonical_json([dict(m) for m in messages[start:end]]))
+        stub_msg = None
+        if stub:
+            task = tasks[task_ids[0]]
+            outcome = "; ".join(task.completion_evidence) or task.lifecycle
+            stub_msg = {"role": "user", "content": stub_text(task.title, outcome, start, end, aid)}
+        segments.append(Segment(start, end, tuple(turns[t].turn_id for t in run), task_ids, aid, stub_msg))
+        run.clear()
+
+    for t in range(len(turns)):
+        if not chosen[t]:
+            flush()
+            continue
+        if run and (turns[run[-1]].end != turns[t].start or owner_key(run[-1]) != owner_key(t)):
+            flush()
+        run.append(t)
+    flush()
+    evicted = frozenset(k for s in segments for k in range(s.start, s.end))
+    return EvictionPlan(evicted, tuple(segments))
+
+
+def _keep_user_first(
+    messages: Sequence[Message], turns: Sequence[Turn], chosen: list[bool], gone: frozenset[int]
+) -> list[bool]:
+    first = next((i for i, m in enumerate(messages) if m.get("role") not in _PREAMBLE), None)
+    if first is None or messages[first].get("role") != "user":
+        return chosen
+    drop = set(gone)
+    for t, c in enumerate(chosen):
+        if c:
+            drop.update(range(turns[t].start, turns[t].end))
+    kept = next((i for i in range(first, len(messages)) if i not in drop), None)
+    if kept is None or messages[kept].get("role") == "user":
+        return chosen
+    out = list(chosen)
+    for t in range(len(turns)):
+        if turns[t].start >= kept:
+            break
+        out[t] = False
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Cost gate.
+# ---------------------------------------------------------------------------
+MIN_EXPECTED_CALLS = 3
+
+
+def expected_remaining_calls(calls_so_far: int, minimum: int = MIN_EXPECTED_CALLS) -> int:
+    """A session that has lasted n calls is expected to last about n more (the
+    Lindy estimate: no better prior without knowing the agent), but at least
+    `minimum`, so a young session can still evict a large finished task."""
+    return max(int(calls_so_far), minimum)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One gate decision and the numbers it was made from."""
+
+    evict: bool
+    evicted_tokens: int
+    tokens_after_cut: int
+    expected_remaining_calls: int
+    p_hit: float
+    p_miss: float
+    saving_usd: float
+    cost_usd: float
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "evict": self.evict,
+            "evictedTokens": self.evicted_tokens,
+            "tokensAfterCut": self.tokens_after_cut,
+            "expectedRemainingCalls": self.expected_remaining_calls,
+            "pHit": self.p_hit,
+            "pMiss": self.p_miss,
+            "savingUsd": self.saving_usd,
+            "costUsd": self.cost_usd,
+            "reason": self.reason,
+        }
+
+
+def should_evict(
+    evicted_tokens: int,
+    tokens_after_cut: int,
+    expected_remaining_calls: int,
+    prices: Prices | None = None,
+) -> Decision:
+    """Evict only when evicted × p_hit × calls > after_cut × (p_miss − p_hit).
+
+    Left: what later calls save by not reading the evicted tokens from the cache.
+    Right: the one-time price of re-prefilling everything after the cut, which
+    would otherwise have been a cache hit.
+    """
+    p = prices or Prices()
+    saving = evicted_tokens * p.hit * expected_remaining_calls / 1e6
+    cost = tokens_after_cut * (p.miss - p.hit) / 1e6
+    evict = evicted_tokens > 0 and saving > cost
+    if evicted_tokens <= 0:
+        reason = "nothing to evict"
+    elif evict:
+        reason = f"saves ${saving:.6f} over {expected_remaining_calls} calls > re-prefill ${cost:.6f}"
+    else:
+        reason = f"re-prefill ${cost:.6f} >= saving ${saving:.6f} over {expected_remaining_calls} calls"
+    return Decision(
+        evict, evicted_tokens, tokens_after_cut, expected_remaining_calls, p.hit, p.miss, saving, cost, reason
+    )

@@ -1,0 +1,428 @@
+"""Lifecycle-aware eviction, scheduled: the object the facade talks to.
+
+The facade calls `observe(history)` on every render with the whole managed
+history, and `view(history)` to learn what to drop and which stubs to insert.
+
+- Every `batch_turns` completed turns, `observe` starts the estimator on the turns
+  it has not seen: inline (deterministic replays) or on a background thread (one
+  run at a time; `observe` never waits for it).
+- A finished estimator result is applied at the start of the next `view`: the
+  registry validates it, `plan_eviction` plans, the cost gate decides, and the
+  new segments join the plan in one pass. The batch that triggered the run, every
+  later turn and the last turn stay. Between results the plan is constant, so
+  consecutive renders extend each other byte for byte (invariant I1) and the
+  cache breaks only at batch boundaries (I6).
+- The cost gate (`cost_gate=True`) defers an eviction that would cost more in
+  re-prefill than it saves (`evict.should_evict`); expected remaining calls are
+  the calls so far (at least `expected_calls_min`). A deferred eviction is
+  reconsidered when the next estimator result is applied.
+- The plan is cumulative: an evicted segment stays evicted, even if its task is
+  later resumed. Resurrecting content would break the cache a second time, and
+  the stub already tells the model how to recall it.
+- A failing estimator changes nothing; its turns are offered again with the next
+  batch (not sooner, so a broken endpoint is not called on every turn).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._canonical import artifact_id_for, canonical_json, sha256_hex
+from .errors import ConfigError
+from .estimator import Estimator, OfflineEstimator, TurnRecord, build_view, turn_record
+from .evict import (
+    EvictionPlan,
+    Prices,
+    Segment,
+    expected_remaining_calls,
+    plan_eviction,
+    render,
+    should_evict,
+)
+from .registry import TaskRegistry
+from .tokens import count_tokens
+from .turns import TurnSegmenter
+
+log = logging.getLogger("tokenpilot")
+
+Message = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleConfig:
+    """Eviction settings. `batch_turns=None` turns eviction off entirely.
+
+    `expected_calls_min`: floor of the gate's expected remaining calls (which is
+    otherwise the number of calls so far). `max_view_turns`: at most this many new
+    turns go to one estimator run (older unseen ones stay unowned, hence kept).
+    """
+
+    batch_turns: int | None = 3
+    stub: bool = True
+    cost_gate: bool = True
+    schedule: Literal["inline", "background"] = "background"
+    prices: Prices = field(default_factory=Prices)
+    expected_calls_min: int = 3
+    max_view_turns: int = 24
+
+    def __post_init__(self) -> None:
+        if self.batch_turns is not None and (
+            not isinstance(self.batch_turns, int)
+            or isinstance(self.batch_turns, bool)
+            or self.batch_turns < 1
+        ):
+            raise ConfigError(f"batch_turns must be a positive integer or None, not {self.batch_turns!r}")
+        if self.schedule not in ("inline", "background"):
+            raise ConfigError(f"schedule must be 'inline' or 'background', not {self.schedule!r}")
+        if self.expected_calls_min < 1 or self.max_view_turns < 1:
+            raise ConfigError("expected_calls_min and max_view_turns must be >= 1")
+        if self.prices.miss < self.prices.hit or self.prices.hit < 0:
+            raise ConfigError("prices need 0 <= hit <= miss")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch_turns": self.batch_turns,
+            "stub": self.stub,
+            "cost_gate": self.cost_gate,
+            "schedule": self.schedule,
+            "prices": {
+                "hit": self.prices.hit,
+                "miss": self.prices.miss,
+                "output": self.prices.output,
+                "write": self.prices.write,
+            },
+            "expected_calls_min": self.expected_calls_min,
+            "max_view_turns": self.max_view_turns,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LifecycleConfig:
+        d = dict(d)
+        if "prices" in d:
+            d["prices"] = Prices(**d["prices"])
+        return cls(**d)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderPlan:
+    """What to show the model: drop these indices of the managed history and put
+    `stubs[i]` (a tuple of messages, today always one) where index i was.
+    `version` counts plan changes, i.e. prefix breaks caused by eviction."""
+
+    drop: frozenset[int] = frozenset()
+    stubs: Mapping[int, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+    version: int = 0
+
+    def apply(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        return render(messages, self.drop, self.stubs)
+
+
+@dataclass(slots=True)
+class _Result:
+    delta: dict[str, Any]
+    upto: int  # turns [0, upto) were covered by the run
+    keep_from: int  # messages from here on (the run's batch and later) stay
+
+
+def _new_stats() -> dict[str, Any]:
+    return {
+        "estimator_runs": 0,
+        "estimator_failures": 0,
+        "estimator_skipped_busy": 0,
+        "deltas_applied": 0,
+        "deltas_rejected": 0,
+        "parts_rejected": 0,
+        "evictions": 0,
+        "turns_evicted": 0,
+        "prefix_breaks": 0,
+        "tokens_evicted": 0,
+        "segments_invalidated": 0,
+        "gate_decisions": [],
+    }
+
+
+class Lifecycle:
+    """Schedules the estimator, applies its results, keeps the cumulative plan. Thread-safe."""
+
+    def __init__(
+        self,
+        config: LifecycleConfig | None = None,
+        estimator: Estimator | None = None,
+        archive: Callable[[str], str] | None = None,
+    ) -> None:
+        if archive is None:
+            raise ConfigError("Lifecycle needs archive(text) -> artifact_id (e.g. ArtifactStore.put)")
+        self.config = config or LifecycleConfig()
+        self.estimator: Estimator = estimator if estimator is not None else OfflineEstimator()
+        self.archive = archive
+        self.registry = TaskRegistry()
+        self.stats: dict[str, Any] = _new_stats()
+        self._lock = threading.RLock()
+        self._segmenter = TurnSegmenter()
+        self._records: dict[tuple[str, int], TurnRecord] = {}
+        self._trigger_mark = 0  # complete turns when the last run started
+        self._covered = 0  # complete turns that a successful run has seen
+        self._calls = 0
+        self._ready: list[_Result] = []
+        self._inflight: Future[Any] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._segments: list[Segment] = []
+        self._drop: set[int] = set()
+        self._stubs: dict[int, tuple[dict[str, Any], ...]] = {}
+        self._plan_version = 0
+        self._generation = 0  # bumped by load_dict: results of older runs are dropped
+        self._token_cache: dict[str, int] = {}  # content hash -> tokens (gate arithmetic)
+
+    def _tokens(self, message: Message) -> int:
+        """Tokens of one message as sent (canonical JSON), counted once per content."""
+        text = canonical_json(message)
+        key = sha256_hex(text)
+        n = self._token_cache.get(key)
+        if n is None:
+            n = self._token_cache[key] = count_tokens(text)
+        return n
+
+    # -- observing -----------------------------------------------------------
+    def observe(self, messages: Sequence[Message]) -> None:
+        """Note the managed history; start the estimator when a batch is full."""
+        with self._lock:
+            self._calls += 1
+            batch = self.config.batch_turns
+            if batch is None:
+                return
+            turns = self._segmenter.update(messages)
+            n = 0
+            while n < len(turns) and turns[n].complete:
+                n += 1
+            if n - self._trigger_mark < batch:
+                return
+            if self._inflight is not None and not self._inflight.done():
+                self.stats["estimator_skipped_busy"] += 1
+                return
+            records = {}
+            for seq, t in enumerate(turns[:n]):
+                key = (t.turn_id, t.end)
+                rec = self._records.get(key)
+                if rec is None:
+                    rec = self._records[key] = turn_record(messages, t, seq)
+                records[t.turn_id] = rec
+            first = max(self._covered, n - self.config.max_view_turns)
+            new = [records[t.turn_id] for t in turns[first:n]]
+            self.registry.note_turns(t.turn_id for t in turns[:n])
+            gone = {t for seg in self._segments for t in seg.task_ids}
+            view = build_view(self.registry, new, records, gone)
+            # This batch (turns since the last trigger) and everything after it stay
+            # in view when the result is applied: a task that just finished gets a
+            # batch of later turns as evidence before it can go.
+            keep_from = turns[min(self._trigger_mark, n - 1)].start
+            self._trigger_mark = n
+            job = (view, n, keep_from, self._generation)
+            if self.config.schedule == "background":
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(
+                        max_workers=1, thread_name_prefix="tokenpilot-estimator"
+                    )
+                self._inflight = self._executor.submit(self._run, *job)
+                return
+        self._run(*job)
+
+    def _run(self, view: Any, upto: int, keep_from: int, generation: int) -> None:
+        """Run the estimator (outside the lock) and queue its result for the next view."""
+        error = None
+        delta: dict[str, Any] = {}
+        try:
+            delta = self.estimator.estimate(view)
+            error = getattr(self.estimator, "last_error", None)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("tokenpilot: estimator raised, history unchanged: %s", error)
+        with self._lock:
+            if generation != self._generation:
+                return  # state was replaced by load_dict meanwhile
+            self.stats["estimator_runs"] += 1
+            if error:
+                self.stats["estimator_failures"] += 1
+                return
+            self._covered = max(self._covered, upto)
+            self._ready.append(_Result(delta, upto, keep_from))
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until no estimator run is in flight (tests, benchmarks, shutdown)."""
+        fut = self._inflight
+        if fut is None:
+            return True
+        try:
+            fut.result(timeout)
+        except FutureTimeout:
+            return False
+        except Exception:  # _run catches everything; be safe anyway
+            pass
+        return True
+
+    def close(self) -> None:
+        """Stop the background thread (waits for a run in flight)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    # -- rendering -----------------------------------------------------------
+    def view(self, messages: Sequence[Message]) -> RenderPlan:
+        """The current plan; first applies any finished estimator result (in one pass)."""
+        with self._lock:
+            if self._segments:
+                self._check_segments(messages)
+            if self._ready:
+                self._apply_ready(messages)
+            return RenderPlan(frozenset(self._drop), dict(self._stubs), self._plan_version)
+
+    def _check_segments(self, messages: Sequence[Message]) -> None:
+        """Forget segments whose turns are no longer where they were (the caller
+        rewrote the history): dropping by stale indices could split a tool bundle."""
+        starts = {t.start: t for t in self._segmenter.update(messages)}
+        valid = []
+        for seg in self._segments:
+            at, ok = seg.start, True
+            for tid in seg.turn_ids:
+                turn = starts.get(at)
+                if turn is None or turn.turn_id != tid:
+                    ok = False
+                    break
+                at = turn.end
+            if ok and at == seg.end:
+                valid.append(seg)
+        if len(valid) == len(self._segments):
+            return
+        log.warning(
+            "tokenpilot: history rewritten under %d evicted segment(s); showing them again",
+            len(self._segments) - len(valid),
+        )
+        self.stats["segments_invalidated"] += len(self._segments) - len(valid)
+        self._segments = valid
+        self._drop = {i for s in valid for i in range(s.start, s.end)}
+        self._stubs = {s.start: (s.stub,) for s in valid if s.stub is not None}
+        self._plan_version += 1
+
+    def _apply_ready(self, messages: Sequence[Message]) -> None:
+        keep_from = len(messages)
+        for res in self._ready:
+            report = self.registry.apply(res.delta)
+            self.stats["parts_rejected"] += len(report.rejected)
+            if report.dropped:
+                self.stats["deltas_rejected"] += 1
+            else:
+                self.stats["deltas_applied"] += 1
+            keep_from = min(res.keep_from, len(messages))
+        self._ready.clear()
+        turns = self._segmenter.update(messages)
+
+        def plan_with(archive: Callable[[str], str]) -> EvictionPlan:
+            return plan_eviction(
+                messages,
+                turns,
+                self.registry,
+                stub=self.config.stub,
+                archive=archive,
+                keep_from=keep_from,
+                already_evicted=self._drop,
+            )
+
+        # Plan with content ids first; archive for real only what the gate lets through.
+        plan = plan_with(artifact_id_for if self.config.cost_gate else self.archive)
+        if not plan.segments:
+            return
+        gross = sum(self._tokens(messages[i]) for i in plan.evicted)
+        if self.config.cost_gate:
+            stub_tokens = sum(self._tokens(s.stub) for s in plan.segments if s.stub)
+            drop = self._drop | plan.evicted
+            stubs = {**self._stubs, **plan.stubs}
+            first = min(plan.evicted)  # the cut: everything rendered from here is re-prefilled
+            after = render(
+                messages[first:],
+                {i - first for i in drop if i >= first},
+                {i - first: m for i, m in stubs.items() if i >= first},
+            )
+            after_tokens = sum(self._tokens(m) for m in after)
+            decision = should_evict(
+                gross - stub_tokens,
+                after_tokens,
+                expected_remaining_calls(self._calls, self.config.expected_calls_min),
+                self.config.prices,
+            )
+            self.stats["gate_decisions"].append(decision.to_dict())
+            if not decision.evict:
+                log.info("tokenpilot: eviction deferred by the cost gate: %s", decision.reason)
+                return
+            plan = plan_with(self.archive)  # same segments (deterministic), now stored
+            drop, stubs = self._drop | plan.evicted, {**self._stubs, **plan.stubs}
+        else:
+            drop, stubs = self._drop | plan.evicted, {**self._stubs, **plan.stubs}
+        self._drop, self._stubs = set(drop), stubs
+        self._segments.extend(plan.segments)
+        self._plan_version += 1
+        self.stats["evictions"] += len(plan.segments)
+        self.stats["turns_evicted"] += sum(len(s.turn_ids) for s in plan.segments)
+        self.stats["prefix_breaks"] += 1
+        self.stats["tokens_evicted"] += gross
+
+    @property
+    def segments(self) -> list[Segment]:
+        with self._lock:
+            return list(self._segments)
+
+    # -- persistence ---------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe state. A run still in flight is not saved: its turns are
+        offered again at the next observe after `from_dict`."""
+        with self._lock:
+            inflight = self._inflight is not None and not self._inflight.done()
+            return {
+                "config": self.config.to_dict(),
+                "registry": self.registry.to_dict(),
+                "triggerMark": self._covered if inflight else self._trigger_mark,
+                "covered": self._covered,
+                "calls": self._calls,
+                "ready": [{"delta": r.delta, "upto": r.upto, "keepFrom": r.keep_from} for r in self._ready],
+                "segments": [s.to_dict() for s in self._segments],
+                "planVersion": self._plan_version,
+                "stats": {**self.stats, "gate_decisions": list(self.stats["gate_decisions"])},
+            }
+
+    def load_dict(self, d: Mapping[str, Any]) -> None:
+        """Restore state saved by `to_dict` into this instance, keeping its config,
+        estimator and archive. A run in flight from before is discarded."""
+        registry = TaskRegistry.from_dict(d["registry"])
+        segments = [Segment.from_dict(s) for s in d["segments"]]
+        with self._lock:
+            self._generation += 1
+            self.registry = registry
+            self._segmenter = TurnSegmenter()
+            self._records.clear()
+            self._trigger_mark = int(d["triggerMark"])
+            self._covered = int(d["covered"])
+            self._calls = int(d["calls"])
+            self._ready = [_Result(dict(r["delta"]), int(r["upto"]), int(r["keepFrom"])) for r in d["ready"]]
+            self._segments = segments
+            self._drop = {i for s in segments for i in range(s.start, s.end)}
+            self._stubs = {s.start: (s.stub,) for s in segments if s.stub is not None}
+            self._plan_version = int(d["planVersion"])
+            self.stats = {**_new_stats(), **dict(d["stats"])}
+            self.stats["gate_decisions"] = list(self.stats["gate_decisions"])
+
+    @classmethod
+    def from_dict(
+        cls,
+        d: Mapping[str, Any],
+        estimator: Estimator | None = None,
+        archive: Callable[[str], str] | None = None,
+        config: LifecycleConfig | None = None,
+    ) -> Lifecycle:
+        """A new lifecycle with saved state; `config` overrides the saved one."""
+        lc = cls(config or LifecycleConfig.from_dict(d["config"]), estimator, archive)
+        lc.load_dict(d)
+        return lc

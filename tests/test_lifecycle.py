@@ -1,0 +1,473 @@
+"""The lifecycle scheduler: batches, one-pass evictions, background runs, restarts."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenpilot._canonical import artifact_id_for
+from tokenpilot.errors import ConfigError
+from tokenpilot.estimator import EstimatorView, OfflineEstimator
+from tokenpilot.lifecycle import Lifecycle, LifecycleConfig, RenderPlan
+from tokenpilot.pairing import validate_pairing
+
+
+class Session:
+    def __init__(self) -> None:
+        self.msgs: list[dict] = [{"role": "system", "content": "You are a helpful agent."}]
+        self.points: list[int] = []
+        self.k = 0
+
+    def user(self, text: str) -> Session:
+        self.msgs.append({"role": "user", "content": text})
+        self.points.append(len(self.msgs))
+        return self
+
+    def call(self, name: str, args: dict, result: str) -> Session:
+        self.k += 1
+        cid = f"call_{self.k}"
+        fn = {"name": name, "arguments": json.dumps(args)}
+        self.msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": cid, "type": "function", "function": fn}],
+            }
+        )
+        self.msgs.append({"role": "tool", "tool_call_id": cid, "content": result})
+        self.points.append(len(self.msgs))
+        return self
+
+    def final(self, text: str) -> Session:
+        self.msgs.append({"role": "assistant", "content": text})
+        return self
+
+
+TOPICS = [
+    ("Write a haiku about autumn leaves into poem.txt", "poem.txt"),
+    ("Compute the 30th Fibonacci number with fib.py", "fib.py"),
+    ("Draft a packing checklist for the Iceland trip in packing.md", "packing.md"),
+    ("Convert the sales figures in q3_sales.csv into a bar chart chart.png", "chart.png"),
+    ("Translate the welcome letter into Spanish as carta.txt", "carta.txt"),
+]
+
+
+def unrelated_session(n_tasks: int = 5, big: int = 0) -> Session:
+    """Independent one-shot tasks; `big` chars of tool output in each."""
+    s = Session()
+    for i in range(n_tasks):
+        prompt, path = TOPICS[i % len(TOPICS)]
+        s.user(prompt)
+        s.call("read", {"path": f"input_{i}.dat"}, ("x" * big) or "data")
+        s.call("write", {"path": path, "content": "..."}, "ok")
+        s.final(f"Wrote {path}.")
+    return s
+
+
+class DictArchive:
+    def __init__(self) -> None:
+        self.data: dict[str, str] = {}
+
+    def __call__(self, text: str) -> str:
+        aid = artifact_id_for(text)
+        self.data[aid] = text
+        return aid
+
+
+class Counting:
+    """Wraps an estimator; records each view it gets."""
+
+    def __init__(self, inner=None, sleep: float = 0.0, fail: bool = False) -> None:
+        self.inner = inner or OfflineEstimator()
+        self.views: list[EstimatorView] = []
+        self.sleep = sleep
+        self.fail = fail
+
+    def estimate(self, view: EstimatorView) -> dict:
+        self.views.append(view)
+        if self.sleep:
+            time.sleep(self.sleep)
+        if self.fail:
+            raise RuntimeError("estimator down")
+        return self.inner.estimate(view)
+
+
+def make(batch=3, schedule="inline", cost_gate=False, stub=True, estimator=None):
+    cfg = LifecycleConfig(batch_turns=batch, schedule=schedule, cost_gate=cost_gate, stub=stub)
+    est = estimator or Counting()
+    return Lifecycle(cfg, est, DictArchive()), est
+
+
+def drive(lc: Lifecycle, s: Session, points=None):
+    renders, versions = [], []
+    for p in points if points is not None else s.points + [len(s.msgs)]:
+        h = s.msgs[:p]
+        lc.observe(h)
+        plan = lc.view(h)
+        out = plan.apply(h)
+        assert validate_pairing(out) == []
+        renders.append(out)
+        versions.append(plan.version)
+    return renders, versions
+
+
+def is_prefix(a: list, b: list) -> bool:
+    return len(a) <= len(b) and b[: len(a)] == a
+
+
+# ---------------------------------------------------------------------------
+
+
+def test_estimator_runs_only_every_b_turns():
+    for batch in (1, 2, 3, 5):
+        lc, est = make(batch=batch)
+        s = unrelated_session(5)
+        drive(lc, s)
+        n_turns = 15  # 3 turns per task
+        assert len(est.views) == n_turns // batch == lc.stats["estimator_runs"]
+        assert all(len(v.new_turns) == batch for v in est.views)
+        seen = [r.turn_id for v in est.views for r in v.new_turns]
+        assert len(seen) == len(set(seen))  # each turn offered once
+
+
+def test_batch_none_never_runs_and_never_evicts():
+    lc, est = make(batch=None)
+    renders, versions = drive(lc, unrelated_session(5))
+    assert est.views == [] and lc.stats["estimator_runs"] == 0
+    assert versions == [0] * len(versions)
+    assert lc.view([]) == RenderPlan()
+
+
+def test_eviction_changes_the_render_only_at_batch_boundaries():
+    lc, est = make(batch=3)
+    s = unrelated_session(5)
+    runs = []
+    renders, versions = [], []
+    for p in s.points + [len(s.msgs)]:
+        h = s.msgs[:p]
+        lc.observe(h)
+        runs.append(len(est.views))
+        plan = lc.view(h)
+        renders.append(plan.apply(h))
+        versions.append(plan.version)
+    breaks = 0
+    for k in range(1, len(renders)):
+        if not is_prefix(renders[k - 1], renders[k]):
+            breaks += 1
+            assert versions[k] == versions[k - 1] + 1  # a plan change, and only then
+            assert runs[k] == runs[k - 1] + 1  # ... right after a batch's estimator run
+        else:
+            assert versions[k] == versions[k - 1]
+    assert breaks == lc.stats["prefix_breaks"] > 0
+    assert lc.stats["evictions"] >= breaks and lc.stats["tokens_evicted"] > 0
+    # Evicted tasks are gone from the final view, the live one is not.
+    final = renders[-1]
+    assert not any(m.get("content") == TOPICS[0][0] for m in final)
+    assert any(m.get("content") == TOPICS[4][0] for m in final)
+    assert sum(1 for m in final if str(m.get("content", "")).startswith("[tokenpilot: evicted task")) >= 1
+
+
+def test_plan_is_cumulative_and_resumed_task_stays_evicted():
+    """Decision: a resumed task's evicted turns stay evicted (stub + recall), so the
+    cache does not break a second time."""
+    lc, est = make(batch=3)
+    s = unrelated_session(3)
+    drive(lc, s)
+    plan = lc.view(s.msgs)
+    assert plan.drop
+    evicted_task = lc.segments[0].task_ids[0]
+    # The user returns to the evicted task; a scripted estimator resumes it.
+    s.user("Back to the haiku: make it rhyme")
+    s.call("edit", {"path": "poem.txt", "content": "rhyme"}, "ok")
+    s.call("read", {"path": "poem.txt"}, "rhyme")
+    s.final("Done.")
+    s.user("thanks")
+
+    class Resume:
+        def estimate(self, view):
+            return {
+                "baseVersion": view.base_version,
+                "taskUpdates": [
+                    {
+                        "taskId": evicted_task,
+                        "objective": "haiku",
+                        "lifecycle": "active",
+                        "coveredTurnAbsIds": [r.turn_id for r in view.new_turns],
+                    }
+                ],
+            }
+
+    lc.estimator = Resume()
+    drive(lc, s, points=[len(s.msgs)])
+    assert lc.registry.get(evicted_task).lifecycle == "active"
+    after = lc.view(s.msgs)
+    assert plan.drop <= after.drop and all(after.stubs[i] == stub for i, stub in plan.stubs.items())
+
+
+def test_background_mode_never_blocks_observe():
+    est = Counting(sleep=2.0)
+    lc, _ = make(batch=3, schedule="background", estimator=est)
+    s = unrelated_session(5)
+    try:
+        worst = 0.0
+        for p in s.points:
+            h = s.msgs[:p]
+            t0 = time.monotonic()
+            lc.observe(h)
+            worst = max(worst, time.monotonic() - t0)
+            lc.view(h)
+        assert worst < 0.5, worst
+        assert len(est.views) == 1  # one in flight at a time; later batches wait
+        assert lc.stats["estimator_skipped_busy"] > 0
+        h = s.msgs
+        assert lc.view(h).version == 0  # nothing applied while the run is in flight
+        assert lc.wait(10)
+        plan = lc.view(h)  # the finished result is applied now, in one pass
+        assert lc.stats["estimator_runs"] == 1 and lc.stats["deltas_applied"] == 1
+        est.sleep = 0
+        lc.observe(h)  # the turns seen meanwhile go to the next run
+        assert lc.wait(10)
+        plan = lc.view(h)
+        assert plan.version >= 1 and plan.drop
+        assert len(est.views) == 2 and est.views[1].new_turns[0].seq == len(est.views[0].new_turns)
+    finally:
+        lc.close()
+
+
+def test_failing_estimator_leaves_history_unchanged():
+    est = Counting(fail=True)
+    lc, _ = make(batch=2, estimator=est)
+    s = unrelated_session(4)
+    renders, versions = drive(lc, s)
+    assert renders[-1] == s.msgs and set(versions) == {0}
+    assert lc.stats["estimator_failures"] == lc.stats["estimator_runs"] > 1
+    assert lc.registry.version == 0
+    # Failed turns are offered again with the next batch, not dropped.
+    assert est.views[1].new_turns[0].seq == 0
+    # Once the estimator recovers, the same session is evicted normally.
+    est.fail = False
+    s.user("Write a limerick about cats into cats.txt")
+    s.call("write", {"path": "cats.txt", "content": "..."}, "ok")
+    s.final("Wrote cats.txt.")
+    s.user("One more request: summarize the news digest in digest.md")
+    s.call("read", {"path": "digest.md"}, "news")
+    drive(lc, s, points=[len(s.msgs)])
+    assert lc.view(s.msgs).drop
+
+
+def test_to_dict_from_dict_resumes_identically():
+    s = unrelated_session(5)
+    points = s.points + [len(s.msgs)]
+    half = len(points) // 2
+    ref, _ = make(batch=2)
+    ref_renders, _ = drive(ref, s, points)
+
+    first, _ = make(batch=2)
+    drive(first, s, points[:half])
+    saved = json.loads(json.dumps(first.to_dict()))
+    restored = Lifecycle.from_dict(saved, Counting(), first.archive)
+    assert restored.to_dict() == saved
+    rest, _ = drive(restored, s, points[half:])
+    assert rest == ref_renders[half:]
+    assert restored.registry.to_dict() == ref.registry.to_dict()
+    assert {k: v for k, v in restored.stats.items()} == ref.stats
+    # load_dict restores in place (what the facade's import_session calls).
+    again, _ = make(batch=2)
+    again.load_dict(saved)
+    assert again.to_dict() == saved
+    rest2, _ = drive(again, s, points[half:])
+    assert rest2 == ref_renders[half:]
+
+
+def test_pending_result_survives_a_checkpoint():
+    s = unrelated_session(3)
+    lc, _ = make(batch=3)
+    h = s.msgs[: s.points[-1]]
+    for p in s.points:
+        lc.observe(s.msgs[:p])  # no view: results wait
+    saved = json.loads(json.dumps(lc.to_dict()))
+    assert saved["ready"]
+    restored = Lifecycle.from_dict(saved, Counting(), lc.archive)
+    assert restored.view(h) == lc.view(h)
+
+
+def test_cost_gate_defers_small_evictions_and_records_numbers():
+    # Small finished tasks, long live tail: re-prefilling costs more than it saves.
+    lc, _ = make(batch=3, cost_gate=True)
+    s = unrelated_session(2)
+    s.user("Now analyse the server logs in server.log")
+    for i in range(4):
+        s.call("read", {"path": "server.log", "offset": i}, "log line " * 400)
+    drive(lc, s)
+    decisions = lc.stats["gate_decisions"]
+    assert decisions and not any(d["evict"] for d in decisions)
+    assert lc.stats["prefix_breaks"] == 0 and lc.archive.data == {}  # nothing stored for nothing
+    d = decisions[0]
+    assert d["tokensAfterCut"] > d["evictedTokens"] > 0 and d["expectedRemainingCalls"] >= 3
+    assert d["costUsd"] >= d["savingUsd"]
+
+    # A big finished task and a small tail: eviction pays.
+    lc, _ = make(batch=3, cost_gate=True)
+    s = unrelated_session(3, big=20_000)
+    drive(lc, s)
+    assert any(d["evict"] for d in lc.stats["gate_decisions"]) and lc.stats["prefix_breaks"] >= 1
+    for seg in lc.segments:
+        assert json.loads(lc.archive.data[seg.artifact_id]) == s.msgs[seg.start : seg.end]
+
+
+def test_concurrent_observe_and_view_are_safe():
+    lc, _ = make(batch=1, schedule="background", estimator=Counting())
+    s = unrelated_session(5)
+    errors = []
+
+    def worker():
+        try:
+            for p in s.points:
+                h = s.msgs[:p]
+                lc.observe(h)
+                assert validate_pairing(lc.view(h).apply(h)) == []
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    lc.wait(10)
+    lc.close()
+    assert errors == []
+
+
+def test_config_is_validated():
+    for bad in (
+        {"batch_turns": 0},
+        {"batch_turns": True},
+        {"schedule": "sometimes"},
+        {"expected_calls_min": 0},
+    ):
+        with pytest.raises(ConfigError):
+            LifecycleConfig(**bad)
+    with pytest.raises(ConfigError):
+        Lifecycle(LifecycleConfig(), OfflineEstimator(), None)
+    cfg = LifecycleConfig(batch_turns=None, stub=False)
+    assert LifecycleConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
+def test_no_stub_mode_drops_without_placeholder():
+    lc, _ = make(batch=3, stub=False)
+    s = unrelated_session(3)
+    renders, _ = drive(lc, s)
+    assert lc.stats["evictions"] > 0
+    assert not any(str(m.get("content", "")).startswith("[tokenpilot") for m in renders[-1])
+    assert len(renders[-1]) < len(s.msgs)
+
+
+def one_turn_tasks(prompts: list[str]) -> Session:
+    s = Session()
+    for prompt in prompts:
+        s.user(prompt)
+        s.final("Here it is.")
+    return s
+
+
+def test_the_batch_that_triggered_a_run_is_never_evicted_by_it():
+    s = one_turn_tasks([p.replace("Write", "Recite") for p, _ in TOPICS] + ["Name three moons of Jupiter"])
+    lc, est = make(batch=3)
+    drive(lc, s, points=[*s.points[1:], len(s.msgs)])
+    assert len(est.views) == 2
+    evicted = {tid for seg in lc.segments for tid in seg.turn_ids}
+    first_batch = {r.turn_id for r in est.views[0].new_turns}
+    assert [t.lifecycle for t in lc.registry.tasks] == ["evictable"] * 5 + ["completed"]
+    assert evicted == first_batch  # the second batch's evictable tasks wait for the next run
+
+
+def test_pending_eviction_is_reprieved_when_later_work_needs_the_task():
+    # Task 0 is marked evictable at the first run but protected as part of that
+    # batch; before the next run, the user comes back to poem.txt.
+    prompts = [p.replace("Write", "Recite") for p, _ in TOPICS]
+    s = one_turn_tasks(prompts + ["Read poem.txt aloud, slowly"])
+    lc, est = make(batch=3)
+    drive(lc, s, points=[*s.points[1:], len(s.msgs)])
+    poem = lc.registry.tasks[0]
+    assert poem.lifecycle == "completed"
+    evicted = {tid for seg in lc.segments for tid in seg.turn_ids}
+    assert poem.turn_ids[0] not in evicted
+    assert evicted == {r.turn_id for r in est.views[0].new_turns} - set(poem.turn_ids)
+
+
+@st.composite
+def agent_sessions(draw):
+    """Random multi-task sessions: topics, files shared or not, parallel calls, questions."""
+    s = Session()
+    files = ["notes.md", "data.csv", "report.txt", "main.py", "todo.md", "plot.png"]
+    verbs = ["Summarize", "Clean up", "Review", "Explain", "Plot", "Refactor"]
+    for t in range(draw(st.integers(1, 6))):
+        f = draw(st.sampled_from(files))
+        if t and draw(st.integers(0, 4)) == 0:
+            s.user("also double-check it")
+        else:
+            s.user(
+                f"{draw(st.sampled_from(verbs))} the {draw(st.sampled_from(['alpha', 'beta', 'gamma']))} part of {f}"
+            )
+        for _ in range(draw(st.integers(0, 3))):
+            n = draw(st.integers(1, 3))
+            calls, results = [], []
+            for _j in range(n):
+                s.k += 1
+                cid = f"c{s.k}"
+                calls.append(
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "function": {"name": "read", "arguments": json.dumps({"path": f})},
+                    }
+                )
+                results.append(
+                    {"role": "tool", "tool_call_id": cid, "content": "x" * draw(st.integers(1, 3000))}
+                )
+            s.msgs.append({"role": "assistant", "content": None, "tool_calls": calls})
+            s.msgs.extend(draw(st.permutations(results)))
+            s.points.append(len(s.msgs))
+        s.final(draw(st.sampled_from(["Done.", "Updated the file.", "Which format do you want?"])))
+    return s
+
+
+@settings(max_examples=60, deadline=None)
+@given(s=agent_sessions(), batch=st.integers(1, 4), gate=st.booleans(), stub=st.booleans())
+def test_property_renders_extend_each_other_between_plan_changes(s, batch, gate, stub):
+    lc, _ = make(batch=batch, cost_gate=gate, stub=stub)
+    renders, versions = drive(lc, s)  # drive checks pairing on every render
+    changes = 0
+    for k in range(1, len(renders)):
+        if versions[k] != versions[k - 1]:
+            changes += 1
+        else:
+            assert is_prefix(renders[k - 1], renders[k])
+    assert changes == lc.stats["prefix_breaks"] == versions[-1]
+    # The last turn and live tasks' turns are always in view.
+    live = {tid for t in lc.registry.tasks if t.lifecycle != "evictable" for tid in t.turn_ids}
+    assert not live & {tid for seg in lc.segments for tid in seg.turn_ids}
+
+
+def test_rewritten_history_invalidates_stale_segments():
+    lc, _ = make(batch=3)
+    s = unrelated_session(3)
+    drive(lc, s)
+    plan = lc.view(s.msgs)
+    assert plan.drop
+    # The caller keeps the first task but rewrites what follows: its segment stays.
+    first = lc.segments[0]
+    kept = s.msgs[: first.end] + [{"role": "user", "content": "hello"}]
+    assert lc.view(kept).drop == frozenset(range(first.start, first.end))
+    # A different conversation altogether: no stale segment survives.
+    other = one_turn_tasks(["hello", "how are you?"]).msgs
+    new_plan = lc.view(other)
+    assert new_plan.drop == frozenset() and new_plan.version == plan.version + 2
+    assert lc.stats["segments_invalidated"] == len(plan.stubs)
+    assert new_plan.apply(other) == other
