@@ -24,6 +24,7 @@ from ._canonical import canonical_json, sha256_hex
 from .artifacts import ArtifactStore, RecallResult
 from .config import Config
 from .errors import MessageError
+from .estimator import Estimator, LLMEstimator, OfflineEstimator
 from .ingest import (
     Ingested,
     IngestState,
@@ -33,6 +34,7 @@ from .ingest import (
     ingest_tool_result,
     ingest_user,
 )
+from .lifecycle import Lifecycle, LifecycleConfig
 from .messages import check_message, check_tools, content_text, to_anthropic
 from .stabilize import RECALL_TOOL_NAME, Stabilized, merge_tools, stabilize_text, values_block
 from .tokens import count_tokens
@@ -144,6 +146,8 @@ class Session:
         self.tools_tokens = 0
         self.updates: list[tuple[int, dict[str, Any]]] = []  # (after n entries, message)
         self.last_keys: list[int] = []
+        self.plan_version = 0
+        self.last_plan_version = 0
         self.prefix_breaks = 0
         self.calls_prepared = 0
         self.lifecycle: Any = None
@@ -187,11 +191,22 @@ def _msg_tokens(msg: Any) -> int:
     n = count_tokens(content_text(msg.get("content")))
     content = msg.get("content")
     if isinstance(content, list):  # non-text parts: count their JSON (images are estimated by size)
-        n += sum(len(canonical_json(p)) // 4 for p in content if isinstance(p, Mapping) and p.get("type") != "text")
+        n += sum(
+            len(canonical_json(p)) // 4 for p in content if isinstance(p, Mapping) and p.get("type") != "text"
+        )
     for c in msg.get("tool_calls") or []:
         fn = c.get("function") or {}
         n += count_tokens(str(fn.get("name", ""))) + count_tokens(str(fn.get("arguments", "")))
     return n + 4
+
+
+def default_estimator() -> Estimator:
+    """The LLM estimator when an endpoint is configured in the environment, else the offline one."""
+    import os
+
+    if os.environ.get("TOKENPILOT_ESTIMATOR_MODEL"):
+        return LLMEstimator()
+    return OfflineEstimator()
 
 
 # ---------------------------------------------------------------------------
@@ -201,8 +216,11 @@ class TokenPilot:
     """Cache-efficient context management for any agent loop.
 
     One instance serves many sessions. `store` keeps originals (a private temporary
-    store when omitted); `lifecycle_factory(session_id, archive)` returns a lifecycle
-    manager (eviction) for a new session, or None to disable eviction.
+    store when omitted). Eviction of finished tasks is on by default (`LifecycleConfig()`:
+    every 3 turns, estimator in the background); `lifecycle=False` turns it off. The
+    estimator is `estimator`, else an LLM estimator when `TOKENPILOT_ESTIMATOR_MODEL`
+    is set, else the deterministic offline one. `lifecycle_factory(session_id, archive)`
+    overrides all of that.
     """
 
     def __init__(
@@ -210,11 +228,20 @@ class TokenPilot:
         config: Config | None = None,
         *,
         store: ArtifactStore | None = None,
+        lifecycle: LifecycleConfig | None | bool = None,
+        estimator: Estimator | None = None,
         lifecycle_factory: Callable[[str, Callable[[str], str]], Any] | None = None,
     ) -> None:
         self.config = config or Config()
         self.store = store or ArtifactStore()
         self.pipeline = Pipeline(self.config)
+        if lifecycle_factory is None and lifecycle is not False:
+            lc = lifecycle if isinstance(lifecycle, LifecycleConfig) else LifecycleConfig()
+            est = estimator if estimator is not None else default_estimator()
+
+            def lifecycle_factory(session_id: str, archive: Callable[[str], str]) -> Lifecycle:
+                return Lifecycle(lc, est, archive)
+
         self.lifecycle_factory = lifecycle_factory
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
@@ -226,7 +253,9 @@ class TokenPilot:
             if s is None:
                 s = Session(session_id)
                 if self.lifecycle_factory is not None:
-                    s.lifecycle = self.lifecycle_factory(session_id, lambda text: self.store.put(session_id, text))
+                    s.lifecycle = self.lifecycle_factory(
+                        session_id, lambda text: self.store.put(session_id, text)
+                    )
                 self.store.open_session(session_id)
                 self._sessions[session_id] = s
             return s
@@ -241,11 +270,18 @@ class TokenPilot:
         for m in messages:
             if isinstance(m, Mapping) and m.get("role") in _SYSTEM_ROLES and first is None:
                 text = content_text(m.get("content"))
-                system.append(stabilize_text(text, self.config.volatile_patterns).text if self.config.stabilize else text)
+                system.append(
+                    stabilize_text(text, self.config.volatile_patterns).text
+                    if self.config.stabilize
+                    else text
+                )
             elif first is None:
                 first = m
                 break
-        return "s_" + sha256_hex(canonical_json([system, first if isinstance(first, Mapping) else str(first)]))[:16]
+        return (
+            "s_"
+            + sha256_hex(canonical_json([system, first if isinstance(first, Mapping) else str(first)]))[:16]
+        )
 
     # -- prepare --------------------------------------------------------------
     def prepare(
@@ -264,12 +300,18 @@ class TokenPilot:
         with session.lock:
             return self._prepare(session, list(messages), tools)
 
-    def _prepare(self, s: Session, messages: list[Any], tools: Sequence[Mapping[str, Any]] | None) -> Prepared:
+    def _prepare(
+        self, s: Session, messages: list[Any], tools: Sequence[Mapping[str, Any]] | None
+    ) -> Prepared:
         cfg = self.config
         warnings: list[str] = []
         malformed = 0
         k = 0
-        while k < len(messages) and isinstance(messages[k], Mapping) and messages[k].get("role") in _SYSTEM_ROLES:
+        while (
+            k < len(messages)
+            and isinstance(messages[k], Mapping)
+            and messages[k].get("role") in _SYSTEM_ROLES
+        ):
             k += 1
         self._update_system(s, messages[:k], warnings)
         s.tools, tools_changed = merge_tools(s.tools, tools, include_recall=cfg.register_recall_tool)
@@ -313,6 +355,7 @@ class TokenPilot:
             cause = self._break_cause(s, keys, rewritten)
             s.prefix_breaks += 1
         s.last_keys = keys
+        s.last_plan_version = s.plan_version
         s.calls_prepared += 1
 
         raw_tokens = s.system.tokens + s.tools_tokens + sum(e.raw_tokens for e in s.entries)
@@ -390,8 +433,17 @@ class TokenPilot:
 
     def _passthrough_entry(self, msg: Any) -> _Entry:
         if isinstance(msg, Mapping):
-            return _Entry(msg.get("role"), msg.get("content"), msg.get("name"), _sig_calls(msg),
-                          _raw_hash(msg) if _hashable(msg) else "", _ids(msg), dict(msg), 0, 0)
+            return _Entry(
+                msg.get("role"),
+                msg.get("content"),
+                msg.get("name"),
+                _sig_calls(msg),
+                _raw_hash(msg) if _hashable(msg) else "",
+                _ids(msg),
+                dict(msg),
+                0,
+                0,
+            )
         return _Entry(None, None, None, None, "", None, msg, 0, 0)
 
     def _ingest(self, s: Session, msg: Mapping[str, Any], stored: list[str]) -> _Entry:
@@ -405,9 +457,12 @@ class TokenPilot:
                 result = ingest_tool_result(msg, call, state=s.state, pipeline=self.pipeline, put=put)
                 original = msg.get("content")
                 aid = result.artifact_id or _aid_of(original)
-                effect = (aid, call.name if call else str(msg.get("name") or ""),
-                          call.call_key if call and self.config.call_cap else "",
-                          call.source_key if call else "")
+                effect = (
+                    aid,
+                    call.name if call else str(msg.get("name") or ""),
+                    call.call_key if call and self.config.call_cap else "",
+                    call.source_key if call else "",
+                )
             elif role == "assistant":
                 result = ingest_assistant(msg, pipeline=self.pipeline, put=put)
                 infos = []
@@ -458,6 +513,7 @@ class TokenPilot:
             try:
                 s.lifecycle.observe(frozen)
                 plan = s.lifecycle.view(frozen)
+                s.plan_version = plan.version
                 drop = set(plan.drop)
                 stubs = {i: list(ms) for i, ms in plan.stubs.items()}
             except Exception as exc:  # eviction is an optimisation: never fail the call
@@ -502,7 +558,7 @@ class TokenPilot:
             return "tools changed"
         if rewritten:
             return "history rewritten by the caller"
-        if s.lifecycle is not None:
+        if s.plan_version != s.last_plan_version:
             return "eviction"
         return "tool-call ids changed"
 
@@ -523,7 +579,9 @@ class TokenPilot:
             self._render_system(s, system_msgs)
             return
         s.system.raw = raw
-        if [x.text for x in stab] != [x.text for x in s.system.current] or self._values(stab) != self._values(s.system.current):
+        if [x.text for x in stab] != [x.text for x in s.system.current] or self._values(stab) != self._values(
+            s.system.current
+        ):
             note = self._system_update_note(s.system.current, stab)
             if note is not None:
                 s.updates.append((len(s.entries), {"role": "user", "content": note}))
@@ -571,7 +629,9 @@ class TokenPilot:
             if a.text != b.text:
                 diff = [
                     line
-                    for line in difflib.unified_diff(a.text.splitlines(), b.text.splitlines(), lineterm="", n=0)
+                    for line in difflib.unified_diff(
+                        a.text.splitlines(), b.text.splitlines(), lineterm="", n=0
+                    )
                     if line[:1] in "+-" and not line.startswith(("+++", "---"))
                 ]
                 parts.append("\n".join(diff))
@@ -631,7 +691,7 @@ class TokenPilot:
             if pattern is not None and not isinstance(pattern, str):
                 raise ValueError("pattern must be a string")
         except (ValueError, KeyError, TypeError) as exc:
-            return f"[tokenpilot: invalid {RECALL_TOOL_NAME} arguments: {exc}. Expected {{\"artifact_id\": \"art_…\"}}]"
+            return f'[tokenpilot: invalid {RECALL_TOOL_NAME} arguments: {exc}. Expected {{"artifact_id": "art_…"}}]'
         return self.recall(str(aid), start, end, pattern, session_id=session_id).for_model()
 
     def _resolve_session(self, session_id: str | None) -> str:
@@ -673,7 +733,9 @@ class TokenPilot:
                 "tools_tokens": s.tools_tokens,
                 "updates": [[pos, m] for pos, m in s.updates],
                 "prefix_breaks": s.prefix_breaks,
-                "lifecycle": s.lifecycle.to_dict() if s.lifecycle is not None and hasattr(s.lifecycle, "to_dict") else None,
+                "lifecycle": s.lifecycle.to_dict()
+                if s.lifecycle is not None and hasattr(s.lifecycle, "to_dict")
+                else None,
             }
 
     def import_session(self, data: Mapping[str, Any]) -> Session:
@@ -685,8 +747,21 @@ class TokenPilot:
                 infos = tuple((cid, ToolCallInfo(name, args)) for cid, name, args in d.get("call_infos", []))
                 ids = tuple(d["ids"]) if isinstance(d["ids"], list) else d["ids"]
                 s.entries.append(
-                    _Entry(None, None, None, None, d["raw_hash"], ids, d["frozen"], d["raw_tokens"], d["tokens"],
-                           d.get("artifact_id"), tuple(d["effect"]) if d.get("effect") else None, infos, live=False)
+                    _Entry(
+                        None,
+                        None,
+                        None,
+                        None,
+                        d["raw_hash"],
+                        ids,
+                        d["frozen"],
+                        d["raw_tokens"],
+                        d["tokens"],
+                        d.get("artifact_id"),
+                        tuple(d["effect"]) if d.get("effect") else None,
+                        infos,
+                        live=False,
+                    )
                 )
                 for cid, info in infos:
                     s.calls[cid] = info
@@ -710,7 +785,11 @@ class TokenPilot:
             s.tools_version = 1 if s.tools else 0
             s.updates = [(int(pos), m) for pos, m in data.get("updates", [])]
             s.prefix_breaks = int(data.get("prefix_breaks", 0))
-            if data.get("lifecycle") is not None and s.lifecycle is not None and hasattr(s.lifecycle, "load_dict"):
+            if (
+                data.get("lifecycle") is not None
+                and s.lifecycle is not None
+                and hasattr(s.lifecycle, "load_dict")
+            ):
                 s.lifecycle.load_dict(data["lifecycle"])
         return s
 
@@ -731,4 +810,6 @@ def _hashable(msg: Mapping[str, Any]) -> bool:
 def _aid_of(content: Any) -> str:
     from ._canonical import artifact_id_for
 
-    return artifact_id_for(content if isinstance(content, str) else canonical_json(content) if content is not None else "")
+    return artifact_id_for(
+        content if isinstance(content, str) else canonical_json(content) if content is not None else ""
+    )

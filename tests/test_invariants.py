@@ -11,13 +11,12 @@ from strategies import TOOLS, call_points, session
 from tokenpilot import TokenPilot
 from tokenpilot._canonical import canonical_json
 from tokenpilot.artifacts import ArtifactStore
+from tokenpilot.evict import validate_pairing
+from tokenpilot.lifecycle import LifecycleConfig
 
-try:
-    from tokenpilot.evict import validate_pairing
-except ImportError:  # TEMP until eviction lands
-    validate_pairing = None
-
-SETTINGS = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 _ART = re.compile(r"art_[0-9a-f]{24}")
 
 
@@ -29,10 +28,18 @@ def _replay(tp: TokenPilot, msgs: list[dict], sid: str = "s"):
     return [tp.prepare(msgs[:k], TOOLS, session_id=sid) for k in call_points(msgs)]
 
 
+def _global() -> TokenPilot:
+    return TokenPilot(lifecycle=False)
+
+
+def _evicting(b: int = 1) -> TokenPilot:
+    return TokenPilot(lifecycle=LifecycleConfig(batch_turns=b, schedule="inline", cost_gate=False))
+
+
 @SETTINGS
 @given(session())
 def test_i1_append_only_between_evictions(msgs):
-    tp = TokenPilot()
+    tp = _global()
     prev = None
     for p in _replay(tp, msgs):
         cur = _bytes(p)
@@ -46,12 +53,14 @@ def test_i1_append_only_between_evictions(msgs):
 @SETTINGS
 @given(session())
 def test_i1_holds_across_a_date_change(msgs):
-    tp = TokenPilot()
+    tp = _global()
     points = call_points(msgs)
     prev = None
     for j, k in enumerate(points):
         hist = [dict(m) for m in msgs[:k]]
-        hist[0]["content"] = hist[0]["content"].replace("Current date: 2026-12-02", f"Current date: 2026-12-{2 + j % 20:02d}")
+        hist[0]["content"] = hist[0]["content"].replace(
+            "Current date: 2026-12-02", f"Current date: 2026-12-{2 + j % 20:02d}"
+        )
         p = tp.prepare(hist, TOOLS, session_id="s")
         cur = _bytes(p)
         if prev is not None:
@@ -62,8 +71,8 @@ def test_i1_holds_across_a_date_change(msgs):
 @SETTINGS
 @given(session())
 def test_i2_deterministic_across_instances(msgs):
-    a = [_bytes(p) + canonical_json(p.messages[p.tail_start:]) for p in _replay(TokenPilot(), msgs)]
-    b = [_bytes(p) + canonical_json(p.messages[p.tail_start:]) for p in _replay(TokenPilot(), msgs)]
+    a = [_bytes(p) + canonical_json(p.messages[p.tail_start :]) for p in _replay(_evicting(), msgs)]
+    b = [_bytes(p) + canonical_json(p.messages[p.tail_start :]) for p in _replay(_evicting(), msgs)]
     assert a == b
     # no absolute temp path of the store leaks into model-visible text
     assert "tokenpilot-artifacts-" not in a[-1]
@@ -73,10 +82,15 @@ def test_i2_deterministic_across_instances(msgs):
 @given(session())
 def test_i3_nothing_lost(msgs):
     store = ArtifactStore()
-    tp = TokenPilot(store=store)
+    tp = TokenPilot(store=store, lifecycle=False)
     p = _replay(tp, msgs)[-1]
     originals = {m["tool_call_id"]: m["content"] for m in msgs if m["role"] == "tool"}
-    args = {c["id"]: c["function"]["arguments"] for m in msgs if m["role"] == "assistant" for c in m.get("tool_calls") or []}
+    args = {
+        c["id"]: c["function"]["arguments"]
+        for m in msgs
+        if m["role"] == "assistant"
+        for c in m.get("tool_calls") or []
+    }
     for m in p.messages:
         text = m["content"] if isinstance(m.get("content"), str) else canonical_json(m.get("content"))
         if m["role"] == "tool" and m["content"] != originals[m["tool_call_id"]]:
@@ -96,8 +110,8 @@ def test_i3_nothing_lost(msgs):
 @SETTINGS
 @given(session())
 def test_i4_valid_requests(msgs):
-    p = _replay(TokenPilot(), msgs)[-1]
-    assert validate_pairing(p.messages) == []
+    for p in _replay(_evicting(), msgs):  # after every purge, too
+        assert validate_pairing(p.messages) == []
     for m in p.messages:
         for c in m.get("tool_calls") or []:
             json.loads(c["function"]["arguments"])
@@ -106,7 +120,7 @@ def test_i4_valid_requests(msgs):
 @SETTINGS
 @given(session())
 def test_i5_only_the_environment_is_reduced(msgs):
-    p = _replay(TokenPilot(), msgs)[-1]
+    p = _replay(_global(), msgs)[-1]
     body = [m for m in p.messages[1 : p.tail_start]]
     assert len(body) == len(msgs) - 1
     for got, want in zip(body, msgs[1:]):
@@ -115,3 +129,28 @@ def test_i5_only_the_environment_is_reduced(msgs):
             assert [c["function"]["name"] for c in got.get("tool_calls") or []] == [
                 c["function"]["name"] for c in want.get("tool_calls") or []
             ]
+
+
+@SETTINGS
+@given(session())
+def test_i1_i6_prefix_breaks_only_at_evictions_and_evicted_content_recoverable(msgs):
+    """With eviction every turn, the stable part still only grows, except when a plan
+    changes; each such break is counted and said to be an eviction; stubs recall exactly."""
+    tp = _evicting(1)
+    prev, breaks = None, 0
+    for p in _replay(tp, msgs):
+        cur = _bytes(p)
+        if prev is not None and not cur.startswith(prev[:-2]):
+            breaks += 1
+            assert p.stats.prefix_break == "eviction"
+        elif prev is not None:
+            assert p.stats.prefix_break is None
+        prev = cur
+        for m in p.messages:
+            if isinstance(m.get("content"), str) and m["content"].startswith("[tokenpilot: evicted"):
+                aid = _ART.findall(m["content"])[0]
+                evicted = json.loads(tp.recall(aid, session_id="s").text)
+                assert isinstance(evicted, list) and evicted
+                for e in evicted:  # the original, or its reduced form pointing at the original
+                    assert e in msgs or _ART.search(canonical_json(e))
+    assert p.stats.prefix_breaks == breaks

@@ -1,0 +1,250 @@
+"""Teacher-forced replay: each recorded call re-issued through a method.
+
+The output of every call is the recorded assistant message; what changes is the
+prompt the method sends, which the prefix-cache simulator prices. Modes: continuous
+(tasks share one session, as recorded) and isolated (the context resets at each task;
+the provider cache is still shared, so warm starts count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._canonical import canonical_json
+from ..cachesim import CacheSimulator, Segment, get_profile, message_segments, prefix_segments
+from ..pricing import Prices, cost
+from ..tokens import count_tokens
+from ..traces.model import RecordedCall, Session
+from .methods import Method, MethodSession
+from .retention import NeedIndex, Visibility, identifiers
+
+MODES = ("continuous", "isolated")
+
+
+@dataclass(slots=True)
+class CallResult:
+    session_id: str
+    task: int
+    prompt_tokens: int
+    hit_tokens: int
+    miss_tokens: int
+    write_tokens: int
+    output_tokens: int
+    cost_usd: float
+    cause: str | None
+    needs: int
+    visible: int
+    recoverable: int
+    prefix_break: bool
+
+
+@dataclass(slots=True)
+class RunResult:
+    """One method × mode × profile over one trace set."""
+
+    trace_set: str
+    method: str
+    mode: str
+    cache_profile: str
+    calls: list[CallResult] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        """The JSON record (schema in the README)."""
+        c = self.calls
+        hit = sum(x.hit_tokens for x in c)
+        miss = sum(x.miss_tokens for x in c)
+        write = sum(x.write_tokens for x in c)
+        needs = sum(x.needs for x in c)
+        return {
+            "trace_set": self.trace_set,
+            "method": self.method,
+            "mode": self.mode,
+            "cache_profile": self.cache_profile,
+            "calls": len(c),
+            "hit_tokens": hit,
+            "miss_tokens": miss,
+            "write_tokens": write,
+            "output_tokens": sum(x.output_tokens for x in c),
+            "cost_usd": round(sum(x.cost_usd for x in c), 6),
+            "cache_hit_rate": round(hit / (hit + miss + write), 4) if hit + miss + write else 0.0,
+            "retention": round(sum(x.visible for x in c) / needs, 4) if needs else 1.0,
+            "recoverable": round(sum(x.recoverable for x in c) / needs, 4) if needs else 1.0,
+            "peak_context_tokens": max((x.prompt_tokens for x in c), default=0),
+            "prefix_breaks": sum(x.prefix_break for x in c),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """One prompt to render: which session/task it belongs to and its recorded call."""
+
+    method_session: str
+    task: int
+    session: Session
+    call: RecordedCall
+    prompt: list[dict[str, Any]]
+
+
+def _task_of(task_starts: Sequence[int], index: int) -> int:
+    k = 0
+    for i, s in enumerate(task_starts):
+        if s <= index:
+            k = i
+    return k
+
+
+def jobs(session: Session, mode: str) -> Iterator[_Job]:
+    """The prompts of a session's calls in a mode (isolated: history starts at the task)."""
+    starts = session.task_starts or [0]
+    for call in session.calls:
+        task = _task_of(starts, call.end)
+        prompt = session.prompt(call)
+        sid = session.id
+        if mode == "isolated":
+            sid = f"{session.id}#task{task}"
+            first = starts[task]
+            if call.start < first:
+                system = [prompt[0]] if prompt and prompt[0].get("role") in ("system", "developer") else []
+                prompt = system + session.messages[first : call.end]
+        yield _Job(sid, task, session, call, prompt)
+
+
+class _Segments:
+    """Segments per message, memoised by content identity (requests share most messages)."""
+
+    def __init__(self, breakpoints: bool) -> None:
+        self.breakpoints = breakpoints
+        self._cache: dict[tuple[Any, ...], tuple[Any, list[Segment]]] = {}
+
+    def of(self, msg: Mapping[str, Any], index: int) -> list[Segment]:
+        content = msg.get("content")
+        key = (
+            index == 0,
+            msg.get("role"),
+            id(content),
+            msg.get("tool_call_id"),
+            id(msg.get("tool_calls")),
+            msg.get("name"),
+        )
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] is content:
+            return hit[1]
+        segs = message_segments(dict(msg), index, breakpoint=self.breakpoints)
+        self._cache[key] = (content, segs)  # holds `content`, so its id is not reused
+        return segs
+
+
+def replay(
+    sessions: Sequence[Session],
+    method: Method,
+    *,
+    mode: str = "continuous",
+    profile: str = "openai",
+    prices: Prices | None = None,
+    trace_set: str = "all",
+    simulator: CacheSimulator | None = None,
+    on_call: Callable[[], None] | None = None,
+) -> RunResult:
+    """Replay every recorded call of `sessions` through `method`; one shared simulator."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}")
+    prices = prices or Prices()
+    prof = get_profile(profile)
+    sim = simulator or CacheSimulator(prof)
+    segcache = _Segments(prof.breakpoints)
+    vis = Visibility()
+    result = RunResult(trace_set, method.name, mode, prof.name)
+    all_jobs: list[tuple[float, int, int, _Job]] = []
+    for k, s in enumerate(sessions):
+        for j, job in enumerate(jobs(s, mode)):
+            when = job.call.timestamp
+            all_jobs.append((when if when is not None else float(k) * 1e6 + j, k, j, job))
+    all_jobs.sort(key=lambda x: (x[0], x[1], x[2]))
+    needs_index = {s.id: NeedIndex(s.messages) for s in sessions}
+    live: dict[str, MethodSession] = {}
+    last_stable: dict[str, list[str]] = {}
+    recall_cache: dict[str, frozenset[str]] = {}
+    try:
+        for _, _, _, job in all_jobs:
+            ms = live.get(job.method_session)
+            if ms is None:
+                ms = live[job.method_session] = method.session(job.method_session)
+            rendered = ms.render(job.prompt, job.session.tools, job.call.timestamp)
+            segs = list(
+                prefix_segments(
+                    rendered.tools,
+                    hidden_prefix_tokens=job.session.hidden_prefix_tokens,
+                    hidden_id=job.session.fmt,
+                    breakpoint=prof.breakpoints,
+                )
+            )
+            for i, m in enumerate(rendered.messages):
+                segs.extend(segcache.of(m, i))
+            out_msg = job.session.output(job.call)
+            ttl = float(job.call.usage.cache_ttl_s) if job.call.usage and job.call.usage.cache_ttl_s else None
+            res = sim.simulate(
+                segs,
+                job.call.timestamp,
+                output=segcache.of(out_msg, len(rendered.messages)),
+                ttl_s=ttl,
+                namespace=job.call.model or "",
+            )
+            usage = job.call.usage
+            out_tokens = (
+                usage.output_tokens
+                if usage and usage.output_tokens
+                else count_tokens(canonical_json(out_msg))
+            )
+
+            # fidelity: what the recorded output used that first came from tool output
+            needs = needs_index[job.session.id].needs(job.call.end, out_msg)
+            if needs:
+                seen = vis.of(rendered.messages)
+                visible = needs & seen
+                missing = needs - visible
+                recoverable = len(visible)
+                if missing and rendered.artifact_ids:
+                    pool: set[str] = set()
+                    for aid in rendered.artifact_ids:
+                        ids = recall_cache.get(aid)
+                        if ids is None:
+                            text = ms.recall_text(aid)
+                            ids = recall_cache[aid] = frozenset(identifiers(text) if text else ())
+                        pool |= ids
+                    recoverable += len(missing & pool)
+            else:
+                visible, recoverable = set(), 0
+
+            stable_keys = [
+                seg.key
+                for i, m in enumerate(rendered.messages[: rendered.stable])
+                for seg in segcache.of(m, i)
+            ]
+            prev = last_stable.get(job.method_session)
+            broke = prev is not None and stable_keys[: len(prev)] != prev
+            last_stable[job.method_session] = stable_keys
+            result.calls.append(
+                CallResult(
+                    job.method_session,
+                    job.task,
+                    res.prompt_tokens,
+                    res.hit_tokens,
+                    res.miss_tokens,
+                    res.write_tokens,
+                    out_tokens,
+                    cost(res.hit_tokens, res.miss_tokens, res.write_tokens, out_tokens, prices, prof.name),
+                    res.cause,
+                    len(needs),
+                    len(visible),
+                    recoverable,
+                    broke,
+                )
+            )
+            if on_call is not None:
+                on_call()
+    finally:
+        for ms in live.values():
+            ms.close()
+    return result

@@ -1,0 +1,87 @@
+"""Retention: does the managed context still hold what the agent went on to use?
+
+For each recorded call, the identifiers, paths and numbers that the recorded output
+uses and that first appeared in an earlier tool output are the call's *needs*. A
+method keeps a need visible (retention) or one `recall_artifact` away (recoverable).
+A method that saves money by hiding what the agent used shows up here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .._canonical import canonical_json
+
+# Things an agent copies from tool output into its next action or answer.
+_IDENT = re.compile(
+    r"https?://[^\s\"'<>()\]\[,]+"  # URLs
+    r"|(?:~|\.{1,2})?(?:/[\w.@+-]+){2,}"  # paths with at least two components
+    r"|\b[\w-]+\.(?:py|js|ts|tsx|rs|go|java|rb|ex|exs|md|txt|json|ya?ml|toml|csv|log|html|css|sh|sql|ipynb|c|h|cpp)\b"
+    r"|\b(?=[A-Za-z_]*\d?[A-Za-z_])[A-Za-z_][A-Za-z0-9_]*(?:_[A-Za-z0-9]+)+\b"  # snake_case
+    r"|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b|\b(?:[A-Z][a-z0-9]+){2,}\b"  # camelCase, CamelCase
+    r"|\b[0-9a-f]{7,40}\b"  # hashes, ids
+    r"|\b\d[\d,]*\.?\d*\b"  # numbers (filtered by length below)
+)
+_MIN_NUMBER_DIGITS = 3
+
+
+def identifiers(text: str) -> set[str]:
+    """Distinctive tokens of a text (numbers only with at least 3 digits)."""
+    out = set()
+    for m in _IDENT.finditer(text):
+        tok = m.group(0).rstrip(".,")
+        if tok[:1].isdigit() and sum(c.isdigit() for c in tok) < _MIN_NUMBER_DIGITS:
+            continue
+        if len(tok) >= 3:
+            out.add(tok)
+    return out
+
+
+def message_text(msg: Mapping[str, Any]) -> str:
+    """Everything model-visible in a message, as text (content and tool-call arguments)."""
+    content = msg.get("content")
+    text = content if isinstance(content, str) else canonical_json(content) if content is not None else ""
+    for c in msg.get("tool_calls") or []:
+        fn = c.get("function") or {}
+        text += "\n" + str(fn.get("name", "")) + " " + str(fn.get("arguments", ""))
+    return text
+
+
+class NeedIndex:
+    """Where each identifier of a session first appeared, to find each call's needs."""
+
+    def __init__(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        self.first: dict[str, int] = {}
+        self._from_tool: dict[str, bool] = {}
+        for i, m in enumerate(messages):
+            for tok in identifiers(message_text(m)):
+                if tok not in self.first:
+                    self.first[tok] = i
+                    self._from_tool[tok] = m.get("role") == "tool"
+
+    def needs(self, output_index: int, output: Mapping[str, Any]) -> set[str]:
+        """Identifiers the output at `output_index` uses that first came from a tool output."""
+        return {
+            t
+            for t in identifiers(message_text(output))
+            if self.first.get(t, output_index) < output_index and self._from_tool.get(t)
+        }
+
+
+class Visibility:
+    """Identifier sets of rendered messages, memoised by content (requests share most)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, frozenset[str]] = {}
+
+    def of(self, messages: Iterable[Mapping[str, Any]]) -> set[str]:
+        seen: set[str] = set()
+        for m in messages:
+            text = message_text(m)
+            ids = self._cache.get(text)
+            if ids is None:
+                ids = self._cache[text] = frozenset(identifiers(text))
+            seen |= ids
+        return seen

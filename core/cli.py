@@ -1,0 +1,205 @@
+"""`tokenpilot` command line: bench, calibrate, compact; serve/openclaw when installed."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .pricing import Prices
+
+console = Console()
+
+
+def _trace_sets(paths: Sequence[str], seed: int, sessions: int) -> dict[str, list]:
+    from .traces import load
+
+    if not paths:
+        from .workload import generate
+
+        return {"default workload": generate(seed=seed, sessions=sessions)}
+    sets: dict[str, list] = {}
+    for p in paths:
+        loaded = load(p)
+        if loaded:
+            sets[Path(p).name or p] = loaded
+    if len(sets) > 1:
+        sets["all"] = [s for group in list(sets.values()) for s in group]
+    return sets
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import count_calls, default_methods, print_table, run_bench, write_json, write_plots
+
+    if args.calibrate:
+        return cmd_calibrate(args.calibrate)
+    sets = _trace_sets(args.paths, args.seed, args.sessions)
+    if not sets:
+        console.print("[red]no sessions found[/red]")
+        return 2
+    wanted = [m.strip() for m in args.methods.split(",")] if args.methods else None
+
+    def methods():
+        ms = default_methods()
+        return [m for m in ms if wanted is None or m.name in wanted]
+
+    modes = ["continuous", "isolated"] if args.mode == "both" else [args.mode]
+    profiles = [p.strip() for p in args.profile.split(",")]
+    total = (
+        count_calls({k: v for k, v in sets.items() if k != "all" or len(sets) == 1})
+        * len(methods())
+        * len(modes)
+        * len(profiles)
+    )
+    if "all" in sets:
+        total *= 2
+    prices = Prices(hit=args.price_hit, miss=args.price_miss, output=args.price_output)
+    with Progress(
+        TextColumn("[bold]replaying"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("calls", total=total)
+        results = run_bench(
+            sets,
+            methods=methods,
+            modes=modes,
+            profiles=profiles,
+            prices=prices,
+            on_call=lambda: progress.advance(task),
+        )
+    print_table(
+        results,
+        console,
+        title=f"tokenpilot bench — prices $/M hit {prices.hit} miss {prices.miss} out {prices.output}",
+    )
+    if args.json:
+        write_json(results, args.json)
+        console.print(f"wrote {args.json}")
+    if args.plot:
+        for p in write_plots(results, args.plot):
+            console.print(f"wrote {p}")
+    return 0
+
+
+def cmd_calibrate(paths: Sequence[str]) -> int:
+    from .calibrate import calibrate_all
+    from .traces import load
+
+    sessions = [s for p in paths for s in load(p)]
+    reports = calibrate_all(sessions)
+    if not reports:
+        console.print("[yellow]no sessions with recorded cache usage[/yellow]")
+        return 1
+    from rich.table import Table
+
+    t = Table(title="simulated vs recorded cache reads, per call")
+    for col in ("profile", "calls", "within 5%", "median |error|", "p90 |error|"):
+        t.add_column(col, justify="right")
+    for name, rep in reports.items():
+        q = rep.quantiles()
+        t.add_row(
+            name,
+            str(rep.calls),
+            f"{100 * rep.share_within:.1f}%",
+            f"{rep.median_abs_error:.0f}",
+            f"{q.get('p90', 0):.0f}",
+        )
+    console.print(t)
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    """Compact recorded sessions with TokenPilot and print what it saved at the last call."""
+    from rich.table import Table
+
+    from .bench.methods import TokenPilotMethod, Vanilla
+    from .bench.replay import replay
+
+    sets = _trace_sets([args.path], 0, 0)
+    t = Table(title=f"TokenPilot on {args.path}: context at each session's last call")
+    for col in ("session", "calls", "tokens before", "tokens after", "saved"):
+        t.add_column(col, justify="right")
+    for sessions in sets.values():
+        for s in sessions:
+            if not s.calls:
+                continue
+            before = replay([s], Vanilla()).calls[-1].prompt_tokens
+            after = replay([s], TokenPilotMethod()).calls[-1].prompt_tokens
+            t.add_row(
+                s.id[:40],
+                str(len(s.calls)),
+                f"{before:,}",
+                f"{after:,}",
+                f"{100 * (1 - after / before):.1f}%" if before else "-",
+            )
+    console.print(t)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tokenpilot", description="Cache-efficient context management for LLM agents."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser(
+        "bench", help="replay sessions through every method and price them (default: built-in workload)"
+    )
+    b.add_argument(
+        "paths", nargs="*", help="recorded sessions: files or folders (default: the built-in workload)"
+    )
+    b.add_argument("--methods", help="comma-separated method names (default: all)")
+    b.add_argument("--mode", choices=["continuous", "isolated", "both"], default="continuous")
+    b.add_argument(
+        "--profile",
+        default="openai",
+        help="cache profiles: openai, anthropic, deepseek, vllm (comma-separated)",
+    )
+    b.add_argument("--json", metavar="PATH", help="write one record per method × mode × profile × trace set")
+    b.add_argument(
+        "--plot", metavar="DIR", help="write PNG figures (context per call, hit rate per task, B sweep)"
+    )
+    b.add_argument(
+        "--calibrate", nargs="+", metavar="PATH", help="compare simulated with recorded cache reads instead"
+    )
+    b.add_argument("--seed", type=int, default=0, help="seed of the built-in workload")
+    b.add_argument("--sessions", type=int, default=4, help="sessions in the built-in workload")
+    b.add_argument("--price-hit", type=float, default=0.075, help="$ per million cached prompt tokens")
+    b.add_argument("--price-miss", type=float, default=0.75, help="$ per million uncached prompt tokens")
+    b.add_argument("--price-output", type=float, default=4.50, help="$ per million output tokens")
+    b.set_defaults(func=cmd_bench)
+
+    c = sub.add_parser("compact", help="compact recorded sessions and print what TokenPilot saved")
+    c.add_argument("path")
+    c.set_defaults(func=cmd_compact)
+
+    try:
+        from tokenpilot_openclaw.cli import register
+    except ImportError:  # the OpenClaw extra is not installed
+        pass
+    else:
+        register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
