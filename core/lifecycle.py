@@ -58,6 +58,9 @@ Message = Mapping[str, Any]
 class LifecycleConfig:
     """Eviction settings. `batch_turns=None` turns eviction off entirely.
 
+    `schedule`: "inline" runs the estimator inside `observe` (deterministic replays),
+    "background" on a worker thread, "manual" leaves it to the host (`due`,
+    `run_pending`), e.g. a LangGraph node beside the agent node.
     `expected_calls_min`: floor of the gate's expected remaining calls (which is
     otherwise the number of calls so far). `max_view_turns`: at most this many new
     turns go to one estimator run (older unseen ones stay unowned, hence kept).
@@ -66,7 +69,7 @@ class LifecycleConfig:
     batch_turns: int | None = 3
     stub: bool = True
     cost_gate: bool = True
-    schedule: Literal["inline", "background"] = "background"
+    schedule: Literal["inline", "background", "manual"] = "background"
     prices: Prices = field(default_factory=Prices)
     expected_calls_min: int = 3
     max_view_turns: int = 24
@@ -78,7 +81,7 @@ class LifecycleConfig:
             or self.batch_turns < 1
         ):
             raise ConfigError(f"batch_turns must be a positive integer or None, not {self.batch_turns!r}")
-        if self.schedule not in ("inline", "background"):
+        if self.schedule not in ("inline", "background", "manual"):
             raise ConfigError(f"schedule must be 'inline' or 'background', not {self.schedule!r}")
         if self.expected_calls_min < 1 or self.max_view_turns < 1:
             raise ConfigError("expected_calls_min and max_view_turns must be >= 1")
@@ -177,6 +180,7 @@ class Lifecycle:
         self._stubs: dict[int, tuple[dict[str, Any], ...]] = {}
         self._plan_version = 0
         self._generation = 0  # bumped by load_dict: results of older runs are dropped
+        self._pending: tuple[Any, int, int, int] | None = None  # schedule "manual": the job to run
         self._token_cache: dict[str, int] = {}  # content hash -> tokens (gate arithmetic)
 
     def _tokens(self, message: Message) -> int:
@@ -223,6 +227,9 @@ class Lifecycle:
             keep_from = turns[min(self._trigger_mark, n - 1)].start
             self._trigger_mark = n
             job = (view, n, keep_from, self._generation)
+            if self.config.schedule == "manual":
+                self._pending = job  # a newer batch replaces an unrun older one: its view covers both
+                return
             if self.config.schedule == "background":
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(
@@ -251,6 +258,25 @@ class Lifecycle:
                 return
             self._covered = max(self._covered, upto)
             self._ready.append(_Result(delta, upto, keep_from))
+
+    @property
+    def due(self) -> bool:
+        """A batch is complete and waits for `run_pending` (schedule "manual")."""
+        return self._pending is not None
+
+    def run_pending(self) -> bool:
+        """Run the estimator for the waiting batch now, on the caller's thread.
+
+        For hosts that schedule the estimator themselves (a LangGraph side-branch node
+        running beside the agent node). Its result applies at the next `view`.
+        Returns False when nothing was due.
+        """
+        with self._lock:
+            job, self._pending = self._pending, None
+        if job is None:
+            return False
+        self._run(*job)
+        return True
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until no estimator run is in flight (tests, benchmarks, shutdown)."""

@@ -654,6 +654,23 @@ class TokenPilot:
                 seen.setdefault(ph, v)
         return list(seen.items())
 
+    # -- lifecycle driven by the host (schedule="manual") --------------------------
+    def estimator_due(self, session_id: str) -> bool:
+        """A batch of turns is complete and the estimator has not run on it yet."""
+        s = self._sessions.get(session_id)
+        return bool(s is not None and s.lifecycle is not None and getattr(s.lifecycle, "due", False))
+
+    def run_estimator(self, session_id: str) -> bool:
+        """Run the due estimator now, on this thread; its result applies at the next prepare."""
+        s = self._sessions.get(session_id)
+        if s is None or s.lifecycle is None or not hasattr(s.lifecycle, "run_pending"):
+            return False
+        return bool(s.lifecycle.run_pending())
+
+    def lifecycle_stats(self, session_id: str) -> dict[str, Any]:
+        s = self._sessions.get(session_id)
+        return dict(s.lifecycle.stats) if s is not None and s.lifecycle is not None else {}
+
     # -- recall ------------------------------------------------------------------
     def recall(
         self,

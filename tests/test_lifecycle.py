@@ -471,3 +471,18 @@ def test_rewritten_history_invalidates_stale_segments():
     assert new_plan.drop == frozenset() and new_plan.version == plan.version + 2
     assert lc.stats["segments_invalidated"] == len(plan.stubs)
     assert new_plan.apply(other) == other
+
+
+def test_manual_schedule_waits_for_the_host():
+    """schedule="manual": observe only marks the batch due; run_pending runs it."""
+    from tokenpilot import TokenPilot
+    from tokenpilot.lifecycle import LifecycleConfig
+
+    tp = TokenPilot(lifecycle=LifecycleConfig(batch_turns=1, schedule="manual", cost_gate=False))
+    msgs = [{"role": "user", "content": "list the files in src"}, {"role": "assistant", "content": "src has a.py"}]
+    tp.prepare(msgs, session_id="m")
+    assert tp.estimator_due("m")
+    assert tp.lifecycle_stats("m")["estimator_runs"] == 0
+    assert tp.run_estimator("m") is True
+    assert not tp.estimator_due("m") and tp.run_estimator("m") is False
+    assert tp.lifecycle_stats("m")["estimator_runs"] == 1
