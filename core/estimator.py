@@ -52,6 +52,53 @@ _NUMBER_RE = re.compile(r"(?<![\w.])\d{4,}(?![\w])")
 _TRAILING = ".,;:!?)'\"`"
 
 
+# Names every task of an agent touches: the workspace files injected into its system
+# prompt (OpenClaw, Claude Code) and tool-chain folders. Sharing them says nothing about
+# one task needing another's content, so they never count as residual use.
+AMBIENT_NAMES = frozenset(
+    {
+        "AGENTS.md",
+        "SOUL.md",
+        "USER.md",
+        "IDENTITY.md",
+        "BOOTSTRAP.md",
+        "MEMORY.md",
+        "TOOLS.md",
+        "HEARTBEAT.md",
+        "SKILL.md",
+        "CLAUDE.md",
+        "node_modules",
+        ".git",
+        "__pycache__",
+        ".venv",
+    }
+)
+_YEAR_RE = re.compile(r"^(?:19|20)\d\d$")
+
+
+def _ambient(ref: str) -> bool:
+    return ref.rstrip("/").rsplit("/", 1)[-1] in AMBIENT_NAMES or bool(_YEAR_RE.match(ref))
+
+
+def _json_strings(args: str) -> str:
+    """The string values of tool-call arguments (not their keys: `oldText` is no reference)."""
+    try:
+        value = json.loads(args)
+    except ValueError:
+        return args
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return "\n".join(out)
+
+
 def extract_refs(text: str, *, identifiers: bool = True) -> set[str]:
     """Files, paths, URLs, artifact ids and (optionally) distinctive identifiers.
 
@@ -79,7 +126,7 @@ def extract_refs(text: str, *, identifiers: bool = True) -> set[str]:
         for rx in (_CAMEL_RE, _SNAKE_RE):
             refs.update(w for w in (m.group(0) for m in rx.finditer(stripped)) if len(w) >= 6)
         refs.update(m.group(0) for m in _NUMBER_RE.finditer(stripped))
-    return refs
+    return {r for r in refs if not _ambient(r)}
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -198,7 +245,7 @@ def turn_record(messages: Sequence[Mapping[str, Any]], turn: Turn, seq: int) -> 
     refs = extract_refs(user_text) | extract_refs(assistant_text)
     wrote: list[str] = []
     for n, (cid, name, args) in enumerate(calls):
-        refs |= extract_refs(args[:20_000])
+        refs |= extract_refs(_json_strings(args[:20_000]))
         result = results.get(cid, result_texts[n] if n < len(result_texts) else "")
         path = _written_path(name, args)
         if path and path not in wrote and not _FAILED_RE.match(result):

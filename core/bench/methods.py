@@ -321,7 +321,7 @@ class TokenPilotMethod:
             def factory(sid: str, archive: Callable[[str], str]) -> Lifecycle:
                 return Lifecycle(cfg, estimator, archive)
 
-        pilot = TokenPilot(self.config, store=self.store, lifecycle_factory=factory)
+        pilot = TokenPilot(self.config, store=self.store, lifecycle=False, lifecycle_factory=factory)
         return _PilotSession(pilot, session_id)
 
 
@@ -361,6 +361,6 @@ def default_methods(b_sweep: Sequence[int | None] = (1, 3, 5, None)) -> list[Met
         name = "tokenpilot" if b == 3 else f"tokenpilot_B{label}"
         if b is None:
             name = "tokenpilot_Binf"
-        methods.append(TokenPilotMethod(batch_turns=b if b is not None else 10**9, name=name))
+        methods.append(TokenPilotMethod(batch_turns=b, name=name))
     methods.append(TokenPilotMethod(batch_turns=3, immediate=True, name="tokenpilot_immediate"))
     return methods
