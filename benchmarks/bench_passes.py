@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from PIL import Image
+
 from tokenpilot.passes.base import PassContext
 from tokenpilot.passes.format_cleaning import FormatCleaning
 from tokenpilot.passes.format_slimming import FormatSlimming

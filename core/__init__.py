@@ -1,9 +1,9 @@
 """TokenPilot: keep an agent's prompt prefix byte-stable (cached) and small.
 
-    from tokenpilot import TokenPilot
-    tp = TokenPilot()
-    prepared = tp.prepare(messages, tools, session_id="thread-1")
-    client.chat.completions.create(model=..., **prepared.openai_request())
+from tokenpilot import TokenPilot
+tp = TokenPilot()
+prepared = tp.prepare(messages, tools, session_id="thread-1")
+client.chat.completions.create(model=..., **prepared.openai_request())
 """
 
 from .artifacts import ArtifactStore, RecallResult

@@ -30,7 +30,9 @@ PASS_ORDER = (
 # A file read is what the agent will quote back in an edit: keep its text exact
 # (no whitespace or layout rewriting), only strip line-number gutters and images.
 READ_PROFILE = ("image_downsample", "line_number_strip", "truncate")
-DEFAULT_PROFILES = MappingProxyType(dict.fromkeys(("read", "file_read", "read_file", "view", "cat", "notebook_read"), READ_PROFILE))
+DEFAULT_PROFILES = MappingProxyType(
+    dict.fromkeys(("read", "file_read", "read_file", "view", "cat", "notebook_read"), READ_PROFILE)
+)
 
 DEFAULT_PASSES = (
     "image_downsample",

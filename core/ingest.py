@@ -33,7 +33,17 @@ from .passes.paths import PathTruncation
 from .passes.tool_args import ToolArgTruncation
 from .passes.truncate import DEFAULT_LIMITS, Truncation, tool_family
 
-_PATH_ARG_KEYS = ("file_path", "path", "filepath", "filename", "file", "notebook_path", "url", "uri", "target")
+_PATH_ARG_KEYS = (
+    "file_path",
+    "path",
+    "filepath",
+    "filename",
+    "file",
+    "notebook_path",
+    "url",
+    "uri",
+    "target",
+)
 _BINARY_MIN_CHARS = 64
 _BAD_CHARS = re.compile("[\x01-\x07\x0e-\x1a\x1c-\x1f\ud800-\udfff\ufffd]")
 
@@ -247,7 +257,9 @@ def ingest_tool_result(
             state.seen_outputs.setdefault(aid, tool)
             return Ingested(dict(msg), None, (), raw_chars, raw_chars, "gated")
         put(original)
-        out = preview(text, head=cfg.preview_head, tail=cfg.preview_tail, artifact_id=aid, what="output truncated")
+        out = preview(
+            text, head=cfg.preview_head, tail=cfg.preview_tail, artifact_id=aid, what="output truncated"
+        )
         return _done(msg, out, aid, ("hard_limit",), raw_chars, "gated", state, tool)
 
     if raw_chars < cfg.trigger_min_chars:
@@ -269,7 +281,9 @@ def ingest_tool_result(
     out, applied = pipeline.reduce_text(text, ctx)
     note = ""
     if len(out) > cfg.hard_limit_chars:
-        out = preview(out, head=cfg.preview_head, tail=cfg.preview_tail, artifact_id=aid, what="output truncated")
+        out = preview(
+            out, head=cfg.preview_head, tail=cfg.preview_tail, artifact_id=aid, what="output truncated"
+        )
         applied += ("hard_limit",)
         note = "hard_limit"
     if not applied:
@@ -332,7 +346,9 @@ def _ingest_parts(
         state.seen_outputs.setdefault(aid, ctx.tool_name)
         return Ingested(dict(msg), None, (), len(original), len(original))
     put(original)
-    out_parts.append({"type": "text", "text": f"[tokenpilot: parts reduced ({', '.join(applied)}); {recall_hint(aid)}]"})
+    out_parts.append(
+        {"type": "text", "text": f"[tokenpilot: parts reduced ({', '.join(applied)}); {recall_hint(aid)}]"}
+    )
     return _done(msg, out_parts, aid, tuple(applied), len(original), "", state, ctx.tool_name)
 
 
@@ -343,9 +359,7 @@ def _safe_image(part: Mapping[str, Any], ctx: PassContext, pipeline: Pipeline) -
         return part
 
 
-def ingest_assistant(
-    msg: Mapping[str, Any], *, pipeline: Pipeline, put: Callable[[str], str]
-) -> Ingested:
+def ingest_assistant(msg: Mapping[str, Any], *, pipeline: Pipeline, put: Callable[[str], str]) -> Ingested:
     """The agent's own message: only oversized tool-call argument strings are cut."""
     calls = msg.get("tool_calls")
     if not calls or not pipeline.cfg.tool_arg_max_chars:

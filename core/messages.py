@@ -31,7 +31,9 @@ def check_message(msg: Any, index: int | None = None) -> None:
         raise MessageError(index, "missing or non-string 'role'")
     content = msg.get("content")
     if content is not None and not isinstance(content, (str, list)):
-        raise MessageError(index, f"'content' must be a string, a list of parts or null, got {type(content).__name__}")
+        raise MessageError(
+            index, f"'content' must be a string, a list of parts or null, got {type(content).__name__}"
+        )
     if isinstance(content, list):
         for j, part in enumerate(content):
             if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
@@ -47,7 +49,9 @@ def check_message(msg: Any, index: int | None = None) -> None:
             if not isinstance(call.get("id"), str) or not isinstance(fn, Mapping):
                 raise MessageError(index, f"tool_calls[{j}] needs a string 'id' and a 'function' object")
             if not isinstance(fn.get("name"), str) or not isinstance(fn.get("arguments", ""), str):
-                raise MessageError(index, f"tool_calls[{j}].function needs a string 'name' and string 'arguments'")
+                raise MessageError(
+                    index, f"tool_calls[{j}].function needs a string 'name' and string 'arguments'"
+                )
     if role == "tool" and not isinstance(msg.get("tool_call_id"), str):
         raise MessageError(index, "a 'tool' message needs a string 'tool_call_id'")
 
@@ -104,7 +108,10 @@ def tools_to_anthropic(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[s
     for t in tools or []:
         fn = t.get("function") if t.get("type", "function") == "function" else None
         if isinstance(fn, Mapping):
-            entry: dict[str, Any] = {"name": fn["name"], "input_schema": fn.get("parameters") or {"type": "object"}}
+            entry: dict[str, Any] = {
+                "name": fn["name"],
+                "input_schema": fn.get("parameters") or {"type": "object"},
+            }
             if fn.get("description"):
                 entry["description"] = fn["description"]
             out.append(entry)
@@ -141,7 +148,10 @@ def _block_to_part(block: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "image":
         src = block.get("source") or {}
         if src.get("type") == "base64":
-            return {"type": "image_url", "image_url": {"url": f"data:{src.get('media_type')};base64,{src.get('data')}"}}
+            return {
+                "type": "image_url",
+                "image_url": {"url": f"data:{src.get('media_type')};base64,{src.get('data')}"},
+            }
         if src.get("type") == "url":
             return {"type": "image_url", "image_url": {"url": src.get("url")}}
     return dict(block)  # thinking, documents, unknown kinds: untouched
@@ -174,7 +184,9 @@ def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) 
         out.append({"role": role, "content": blocks})
 
 
-def to_anthropic(messages: list[Mapping[str, Any]], tools: list[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def to_anthropic(
+    messages: list[Mapping[str, Any]], tools: list[Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
     """An Anthropic Messages request body (`system`, `messages`, `tools`).
 
     Leading system/developer messages become the system blocks; a later one becomes
@@ -192,7 +204,9 @@ def to_anthropic(messages: list[Mapping[str, Any]], tools: list[Mapping[str, Any
             continue
         leading = False
         if role in ("system", "developer"):
-            _append(out, "user", [{"type": "text", "text": f"<system>{content_text(m.get('content'))}</system>"}])
+            _append(
+                out, "user", [{"type": "text", "text": f"<system>{content_text(m.get('content'))}</system>"}]
+            )
         elif role == "user":
             _append(out, "user", _parts_to_blocks(m.get("content")))
         elif role == "assistant":
@@ -202,7 +216,9 @@ def to_anthropic(messages: list[Mapping[str, Any]], tools: list[Mapping[str, Any
                 try:
                     args = parse_arguments(fn.get("arguments", ""))
                 except ValueError as exc:
-                    raise MessageError(i, f"tool call {call['id']!r} has arguments that are not JSON: {exc}") from exc
+                    raise MessageError(
+                        i, f"tool call {call['id']!r} has arguments that are not JSON: {exc}"
+                    ) from exc
                 blocks.append({"type": "tool_use", "id": call["id"], "name": fn["name"], "input": args})
             _append(out, "assistant", blocks)
         elif role == "tool":
@@ -262,7 +278,13 @@ def from_anthropic(
             for b in content:
                 if b.get("type") == "tool_use":
                     args = json.dumps(b.get("input", {}), ensure_ascii=False)
-                    calls.append({"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": args}})
+                    calls.append(
+                        {
+                            "id": b["id"],
+                            "type": "function",
+                            "function": {"name": b["name"], "arguments": args},
+                        }
+                    )
                 else:
                     parts.append(_block_to_part(b))
             msg: dict[str, Any] = {"role": "assistant", "content": _simplify(parts)}

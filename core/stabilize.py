@@ -209,10 +209,16 @@ RECALL_TOOL: dict[str, Any] = {
         "parameters": {
             "type": "object",
             "properties": {
-                "artifact_id": {"type": "string", "description": "The id quoted in the shortened text, e.g. art_0123abcd..."},
+                "artifact_id": {
+                    "type": "string",
+                    "description": "The id quoted in the shortened text, e.g. art_0123abcd...",
+                },
                 "start_line": {"type": "integer", "description": "First line to return (1-based)."},
                 "end_line": {"type": "integer", "description": "Last line to return (inclusive)."},
-                "pattern": {"type": "string", "description": "Return only lines matching this regular expression."},
+                "pattern": {
+                    "type": "string",
+                    "description": "Return only lines matching this regular expression.",
+                },
             },
             "required": ["artifact_id"],
             "additionalProperties": False,
@@ -243,7 +249,11 @@ def merge_tools(
     new: list[dict[str, Any]] = []
     changed = False
     wanted = list(incoming or [])
-    if include_recall and RECALL_TOOL_NAME not in index and not any(tool_name(t) == RECALL_TOOL_NAME for t in wanted):
+    if (
+        include_recall
+        and RECALL_TOOL_NAME not in index
+        and not any(tool_name(t) == RECALL_TOOL_NAME for t in wanted)
+    ):
         wanted.append(RECALL_TOOL)
     for t in wanted:
         name = tool_name(t)

@@ -9,7 +9,10 @@ from hypothesis import strategies as st
 TOOL_NAMES = ["bash", "read", "grep", "web_fetch", "mcp__srv__lookup", "write"]
 
 TOOLS = [
-    {"type": "function", "function": {"name": n, "description": f"{n} tool", "parameters": {"type": "object"}}}
+    {
+        "type": "function",
+        "function": {"name": n, "description": f"{n} tool", "parameters": {"type": "object"}},
+    }
     for n in TOOL_NAMES
 ]
 
@@ -18,7 +21,9 @@ _WORDS = ["alpha", "beta", "gamma", "delta", "error", "ok", "value", "path/to/fi
 
 @st.composite
 def tool_output(draw) -> str | list:
-    kind = draw(st.sampled_from(["small", "big", "html", "json", "ansi", "binary", "numbered", "parts", "surrogate"]))
+    kind = draw(
+        st.sampled_from(["small", "big", "html", "json", "ansi", "binary", "numbered", "parts", "surrogate"])
+    )
     words = draw(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=8))
     reps = draw(st.integers(1, 120))
     line = " ".join(words)
@@ -28,7 +33,9 @@ def tool_output(draw) -> str | list:
         return "\n".join(f"{i} {line}" for i in range(reps * 3))
     if kind == "html":
         body = "".join(f"<p>{line} {i}</p>" for i in range(reps))
-        return f"<!doctype html><html><head><script>x()</script></head><body><nav>menu</nav>{body}</body></html>"
+        return (
+            f"<!doctype html><html><head><script>x()</script></head><body><nav>menu</nav>{body}</body></html>"
+        )
     if kind == "json":
         return json.dumps({"items": [{"id": i, "name": line, "tags": words} for i in range(reps)]}, indent=2)
     if kind == "ansi":
@@ -47,13 +54,21 @@ def session(draw) -> list[dict]:
     """A system prompt, then turns: user request, assistant tool calls (parallel), results."""
     date = draw(st.sampled_from(["2026-12-02", "2027-01-15"]))
     msgs: list[dict] = [
-        {"role": "system", "content": f"You are an agent.\nCurrent date: {date}\nWorking directory: /home/u/ws\n"}
+        {
+            "role": "system",
+            "content": f"You are an agent.\nCurrent date: {date}\nWorking directory: /home/u/ws\n",
+        }
     ]
     outputs_pool: list = []
     n_turns = draw(st.integers(1, 6))
     cid = 0
     for t in range(n_turns):
-        msgs.append({"role": "user", "content": f"task {t}: " + " ".join(draw(st.lists(st.sampled_from(_WORDS), max_size=5)))})
+        msgs.append(
+            {
+                "role": "user",
+                "content": f"task {t}: " + " ".join(draw(st.lists(st.sampled_from(_WORDS), max_size=5))),
+            }
+        )
         for _step in range(draw(st.integers(0, 3))):
             n_calls = draw(st.integers(1, 3))
             calls, results = [], []
@@ -63,14 +78,26 @@ def session(draw) -> list[dict]:
                 args = {"path": draw(st.sampled_from(["a.txt", "b.txt", "/home/u/ws/c.py"]))}
                 if draw(st.booleans()) and name == "write":
                     args["content"] = "x" * draw(st.integers(0, 9000))
-                calls.append({"id": f"call_{cid}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}})
+                calls.append(
+                    {
+                        "id": f"call_{cid}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(args)},
+                    }
+                )
                 if outputs_pool and draw(st.booleans()):
                     out = draw(st.sampled_from(outputs_pool))  # repeated read
                 else:
                     out = draw(tool_output())
                     outputs_pool.append(out)
                 results.append({"role": "tool", "tool_call_id": f"call_{cid}", "content": out})
-            msgs.append({"role": "assistant", "content": draw(st.sampled_from([None, "Let me look."])), "tool_calls": calls})
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": draw(st.sampled_from([None, "Let me look."])),
+                    "tool_calls": calls,
+                }
+            )
             msgs.extend(results)
         msgs.append({"role": "assistant", "content": f"Done with task {t}."})
     return msgs

@@ -22,12 +22,29 @@ def _history():
         },
         {"role": "tool", "tool_call_id": "c1", "content": "A"},
         {"role": "tool", "tool_call_id": "c2", "content": "B"},
-        {"role": "user", "content": [{"type": "text", "text": "and this"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
-        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "x"}, {"type": "text", "text": "Done."}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "and this"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "x"},
+                {"type": "text", "text": "Done."},
+            ],
+        },
     ]
 
 
-TOOLS = [{"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": {"type": "object"}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "read", "description": "Read a file", "parameters": {"type": "object"}},
+    }
+]
 
 
 def test_to_anthropic_pairs_tool_results_in_one_user_turn():
@@ -38,7 +55,11 @@ def test_to_anthropic_pairs_tool_results_in_one_user_turn():
     turn = body["messages"][2]["content"]
     assert [b["type"] for b in turn] == ["tool_result", "tool_result", "text", "image"]
     assert body["messages"][1]["content"][1]["input"] == {"path": "a"}
-    assert body["tools"][0] == {"name": "read", "description": "Read a file", "input_schema": {"type": "object"}}
+    assert body["tools"][0] == {
+        "name": "read",
+        "description": "Read a file",
+        "input_schema": {"type": "object"},
+    }
     # unknown block kinds pass through untouched
     assert body["messages"][3]["content"][0] == {"type": "thinking", "thinking": "hmm", "signature": "x"}
 
@@ -68,7 +89,10 @@ def test_unknown_roles_pass_through():
         ({"role": "user", "content": [{"text": "x"}]}, "part 0"),
         ({"role": "assistant", "tool_calls": "x"}, "tool_calls"),
         ({"role": "assistant", "tool_calls": [{"id": 1, "function": {}}]}, "tool_calls[0]"),
-        ({"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": {}}}]}, "arguments"),
+        (
+            {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": {}}}]},
+            "arguments",
+        ),
         ({"role": "tool", "content": "x"}, "tool_call_id"),
     ],
 )
@@ -79,6 +103,12 @@ def test_malformed_messages_get_clear_errors(bad, fragment):
 
 
 def test_invalid_tool_arguments_are_reported_on_conversion():
-    msgs = [{"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]
+    msgs = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{oops"}}],
+        }
+    ]
     with pytest.raises(MessageError, match="not JSON"):
         to_anthropic(msgs)

@@ -17,11 +17,20 @@ from tokenpilot.errors import ConfigError
 
 SYSTEM = "You are an agent.\nCurrent date: 2026-12-02\nWorking directory: /home/alice/ws\n"
 LOG = "\n".join(f"\x1b[32mINFO\x1b[0m step {i}: compiled module_{i}.py ok" for i in range(3000))
-TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("bash", "read", "web_fetch")]
+TOOLS = [
+    {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+    for n in ("bash", "read", "web_fetch")
+]
 
 
 def call(cid: str, name: str, **args) -> dict:
-    return {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        ],
+    }
 
 
 def result(cid: str, content) -> dict:
@@ -63,7 +72,9 @@ def test_session_values_as_separate_message_and_system_tail():
 
 
 def test_stabilize_off_and_recall_tool_off():
-    p = TokenPilot(Config(stabilize=False, register_recall_tool=False)).prepare(history(), TOOLS, session_id="s")
+    p = TokenPilot(Config(stabilize=False, register_recall_tool=False)).prepare(
+        history(), TOOLS, session_id="s"
+    )
     assert p.messages[0]["content"] == SYSTEM and p.tail_start == len(p.messages)
     assert "recall_artifact" not in [t["function"]["name"] for t in p.tools]
 
@@ -73,7 +84,9 @@ def test_declared_volatile_pattern():
     msgs[0] = {"role": "system", "content": SYSTEM + "Build: nightly-8842\n"}
     plain = TokenPilot().prepare(msgs, session_id="s")
     assert "nightly-8842" in plain.messages[0]["content"].split("<tokenpilot-values>")[0]
-    custom = TokenPilot(Config(volatile_patterns=(VolatilePattern("BUILD", r"nightly-\d+"),))).prepare(msgs, session_id="s")
+    custom = TokenPilot(Config(volatile_patterns=(VolatilePattern("BUILD", r"nightly-\d+"),))).prepare(
+        msgs, session_id="s"
+    )
     assert "{{TP_BUILD_1}}" in custom.messages[0]["content"]
 
 
@@ -175,11 +188,19 @@ def test_reduced_output_names_its_artifact_and_recall_is_exact():
 def test_trigger_min_chars_gate():
     out = LOG[:3000]
     assert tool_msgs(TokenPilot().prepare(history(out), session_id="s"))[0]["content"] != out
-    assert tool_msgs(TokenPilot(Config(trigger_min_chars=5000)).prepare(history(out), session_id="s"))[0]["content"] == out
+    assert (
+        tool_msgs(TokenPilot(Config(trigger_min_chars=5000)).prepare(history(out), session_id="s"))[0][
+            "content"
+        ]
+        == out
+    )
 
 
 def test_max_tool_chars_gate_for_parts():
-    parts = [{"type": "text", "text": "a" * 1500 + "\x1b[0m"}, {"type": "text", "text": "b" * 1000 + "\x1b[0m"}]
+    parts = [
+        {"type": "text", "text": "a" * 1500 + "\x1b[0m"},
+        {"type": "text", "text": "b" * 1000 + "\x1b[0m"},
+    ]
     p = TokenPilot().prepare(history(parts), session_id="s")
     got = tool_msgs(p)[0]["content"]
     assert "\x1b" not in got[0]["text"] and got[1]["text"].endswith("\x1b[0m")
@@ -191,7 +212,9 @@ def test_passes_and_profiles_settings():
     ansi = "\n".join(f"\x1b[1mline {i}\x1b[0m" for i in range(500))
     on = tool_msgs(TokenPilot().prepare(history(ansi), session_id="s"))[0]["content"]
     assert "\x1b" not in on
-    off = tool_msgs(TokenPilot(Config(passes=("truncate",))).prepare(history(ansi), session_id="s"))[0]["content"]
+    off = tool_msgs(TokenPilot(Config(passes=("truncate",))).prepare(history(ansi), session_id="s"))[0][
+        "content"
+    ]
     assert off == ansi
     prof = TokenPilot(Config(profiles={"bash": ("truncate",)}))
     assert tool_msgs(prof.prepare(history(ansi), session_id="s"))[0]["content"] == ansi
@@ -212,11 +235,17 @@ def test_truncation_limits_and_preview_sizes():
     p = TokenPilot().prepare(history(big, name="mcp__srv__lookup", q=1), session_id="s")
     text = tool_msgs(p)[0]["content"]
     assert text.startswith("x" * 600) and "59,000 of 60,000 chars omitted" in text
-    q = TokenPilot(Config(default_truncation_limit=100_000)).prepare(history(big, name="mcp__srv__lookup", q=1), session_id="s")
+    q = TokenPilot(Config(default_truncation_limit=100_000)).prepare(
+        history(big, name="mcp__srv__lookup", q=1), session_id="s"
+    )
     assert tool_msgs(q)[0]["content"] == big
-    r = TokenPilot(Config(preview_head=100, preview_tail=50)).prepare(history(big, name="mcp__srv__lookup", q=1), session_id="s")
+    r = TokenPilot(Config(preview_head=100, preview_tail=50)).prepare(
+        history(big, name="mcp__srv__lookup", q=1), session_id="s"
+    )
     assert "59,850 of 60,000" in tool_msgs(r)[0]["content"]
-    s = TokenPilot(Config(truncation_limits={"mcp__srv__lookup": 1000})).prepare(history("y" * 5000, name="mcp__srv__lookup", q=1), session_id="s")
+    s = TokenPilot(Config(truncation_limits={"mcp__srv__lookup": 1000})).prepare(
+        history("y" * 5000, name="mcp__srv__lookup", q=1), session_id="s"
+    )
     assert "4,000 of 5,000" in tool_msgs(s)[0]["content"]
 
 
@@ -224,14 +253,19 @@ def test_hard_limit_caps_unlimited_reads():
     big = "z" * 300_000
     p = TokenPilot().prepare(history(big, name="read", path="big.txt"), session_id="s")
     assert len(tool_msgs(p)[0]["content"]) < 2000
-    q = TokenPilot(Config(hard_limit_chars=400_000)).prepare(history(big, name="read", path="big.txt"), session_id="s")
+    q = TokenPilot(Config(hard_limit_chars=400_000)).prepare(
+        history(big, name="read", path="big.txt"), session_id="s"
+    )
     assert tool_msgs(q)[0]["content"] == big
 
 
 def _repeat_session(n: int, same_output=True) -> list[dict]:
     msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "read twice"}]
     for i in range(n):
-        msgs += [call(f"c{i}", "bash", command="cat log"), result(f"c{i}", LOG if same_output else LOG + str(i))]
+        msgs += [
+            call(f"c{i}", "bash", command="cat log"),
+            result(f"c{i}", LOG if same_output else LOG + str(i)),
+        ]
     return msgs
 
 
@@ -280,7 +314,11 @@ def test_recall_gate_lets_a_much_recalled_source_through():
 
 def test_tool_argument_truncation_keeps_valid_json():
     body = "print('x')\n" * 1000
-    msgs = [{"role": "user", "content": "write"}, call("w", "write", path="a.py", content=body), result("w", "ok")]
+    msgs = [
+        {"role": "user", "content": "write"},
+        call("w", "write", path="a.py", content=body),
+        result("w", "ok"),
+    ]
     tp = TokenPilot()
     p = tp.prepare(msgs, session_id="s")
     args = json.loads(p.messages[1]["tool_calls"][0]["function"]["arguments"])
@@ -300,7 +338,12 @@ def _png(w: int, h: int, noise=True) -> bytes:
 
 def test_user_image_parts_downsampled_with_setting():
     uri = "data:image/png;base64," + base64.b64encode(_png(600, 600)).decode()
-    msgs = [{"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": uri}}]}]
+    msgs = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": uri}}],
+        }
+    ]
     tp = TokenPilot()
     p = tp.prepare(msgs, session_id="s")
     assert p.messages[0]["content"][0] == {"type": "text", "text": "look"}
@@ -347,7 +390,9 @@ def test_fifty_megabyte_output():
 
 def test_broken_and_huge_html():
     broken = "<html><body><div><p>unclosed <b>bold <i>text" * 500 + "<<<>>></td></tr>" * 100
-    huge = "<html><body>" + "<div class='x'><p>para</p><script>s()</script></div>" * 200_000 + "</body></html>"
+    huge = (
+        "<html><body>" + "<div class='x'><p>para</p><script>s()</script></div>" * 200_000 + "</body></html>"
+    )
     tp = TokenPilot()
     for i, page in enumerate((broken, huge)):
         p = tp.prepare(history(page, name="web_fetch", url=f"http://x/{i}"), session_id=f"h{i}")
@@ -361,7 +406,12 @@ def _bomb_png(w: int = 100_000, h: int = 100_000) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     raw = zlib.compress(b"\x00" * 1000)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", raw)
+        + chunk(b"IEND", b"")
+    )
 
 
 def test_decompression_bomb_and_truncated_base64_in_tool_output():

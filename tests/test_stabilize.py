@@ -91,13 +91,16 @@ def test_real_openclaw_prompts_share_95_percent_of_tokens():
         if x != y:
             break
         common += 1
-    assert a == b, f"stabilised prompts differ at char {common}: {a[common - 40:common + 40]!r}"
+    assert a == b, f"stabilised prompts differ at char {common}: {a[common - 40 : common + 40]!r}"
     coverage = count_tokens(a[:common]) / count_tokens(prompt)
     assert coverage >= 0.95, coverage
 
 
 def test_tools_canonical_sorted_and_append_only():
-    t = lambda name, **kw: {"type": "function", "function": {"name": name, "parameters": {"type": "object", **kw}}}  # noqa: E731
+    t = lambda name, **kw: {
+        "type": "function",
+        "function": {"name": name, "parameters": {"type": "object", **kw}},
+    }  # noqa: E731
     tools, changed = merge_tools([], [t("zeta"), t("alpha")], include_recall=True)
     names = [x["function"]["name"] for x in tools]
     assert names == ["alpha", "recall_artifact", "zeta"] and changed
