@@ -19,5 +19,6 @@ def test_quickstart_notebook_executes(tmp_path, monkeypatch):
     client.execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
     assert "tokenpilot" in text and "vanilla" in text
+    assert any("image/png" in o.get("data", {}) for o in outputs), "the figures were not shown"
