@@ -41,8 +41,8 @@ from .tokens import count_tokens
 
 log = logging.getLogger("tokenpilot")
 
-SESSION_VALUES_TITLE = "Values of the placeholders above (constant for this session):"
-TAIL_TITLE = "Current values of the system prompt's placeholders (runtime context, not written by the user):"
+SESSION_VALUES_TITLE = "Values of the placeholders above, as of the start of this session:"
+TAIL_TITLE = "Current values of the system prompt's placeholders that changed since the session started (runtime context, not written by the user):"
 _SYSTEM_ROLES = ("system", "developer")
 
 
@@ -594,10 +594,10 @@ class TokenPilot:
         return stabilize_text(text, self.config.volatile_patterns)
 
     @staticmethod
-    def _values(stab: Sequence[Stabilized]) -> list[tuple[str, str]]:
+    def _values(stab: Sequence[Stabilized], *, per_call: bool = False) -> list[tuple[str, str]]:
         seen: dict[str, str] = {}
         for st in stab:
-            for ph, v in st.session_values:
+            for ph, v in st.call_values if per_call else st.session_values:
                 seen.setdefault(ph, v)
         return list(seen.items())
 
@@ -611,7 +611,9 @@ class TokenPilot:
             else:  # a list of parts: its text becomes one stabilised part, others kept
                 parts = [p for p in content if not (isinstance(p, Mapping) and p.get("type") == "text")]
                 out.append({**m, "content": [{"type": "text", "text": st.text}, *parts]})
-        values = self._values(s.system.stable)
+        # Per-call values (dates, times) start here too, so a session whose date never
+        # changes sends no per-call tail at all; only values that moved go to the end.
+        values = self._values(s.system.stable) + self._values(s.system.stable, per_call=True)
         if values and out:
             block = values_block(values, title=SESSION_VALUES_TITLE)
             if cfg.session_values == "merge" and isinstance(out[-1].get("content"), str):
@@ -648,11 +650,9 @@ class TokenPilot:
         )
 
     def _tail_values(self, s: Session) -> list[tuple[str, str]]:
-        seen: dict[str, str] = {}
-        for st in s.system.current:
-            for ph, v in st.call_values:
-                seen.setdefault(ph, v)
-        return list(seen.items())
+        """Per-call values that differ from those at the session start (the rest are cached)."""
+        start = dict(self._values(s.system.stable, per_call=True))
+        return [(ph, v) for ph, v in self._values(s.system.current, per_call=True) if start.get(ph) != v]
 
     # -- lifecycle driven by the host (schedule="manual") --------------------------
     def estimator_due(self, session_id: str) -> bool:

@@ -195,33 +195,24 @@ def values_block(values: Sequence[tuple[str, str]], *, title: str) -> str:
 # ---------------------------------------------------------------------------
 RECALL_TOOL_NAME = "recall_artifact"
 
+# Short on purpose: it sits in every request of every session, cached or not.
 RECALL_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": RECALL_TOOL_NAME,
         "description": (
-            "Return the full original of content that TokenPilot shortened or removed from this "
-            "conversation (a truncated or deduplicated tool output, a downsampled image, an evicted "
-            "task). Pass the artifact id quoted in the shortened text (it starts with 'art_'). "
-            "Optionally pass start_line/end_line (1-based, inclusive) or a regex pattern to get "
-            "only part of it."
+            "Get back the full original of content marked as shortened or evicted, by the art_ id "
+            "quoted there; optionally only lines start_line..end_line or lines matching a regex pattern."
         ),
         "parameters": {
             "type": "object",
             "properties": {
-                "artifact_id": {
-                    "type": "string",
-                    "description": "The id quoted in the shortened text, e.g. art_0123abcd...",
-                },
-                "start_line": {"type": "integer", "description": "First line to return (1-based)."},
-                "end_line": {"type": "integer", "description": "Last line to return (inclusive)."},
-                "pattern": {
-                    "type": "string",
-                    "description": "Return only lines matching this regular expression.",
-                },
+                "artifact_id": {"type": "string"},
+                "start_line": {"type": "integer"},
+                "end_line": {"type": "integer"},
+                "pattern": {"type": "string"},
             },
             "required": ["artifact_id"],
-            "additionalProperties": False,
         },
     },
 }

@@ -54,10 +54,11 @@ def tool_msgs(p):
 def test_layout_system_values_history_tail():
     p = TokenPilot().prepare(history(), TOOLS, session_id="s")
     sys_msg = p.messages[0]["content"]
-    assert "{{TP_DATE_1}}" in sys_msg and "2026-12-02" not in sys_msg
+    stable_text = sys_msg.split("<tokenpilot-values>")[0]
+    assert "{{TP_DATE_1}}" in stable_text and "2026-12-02" not in stable_text
     assert "{{TP_PATH_1}} = /home/alice/ws" in sys_msg  # session value, merged after the stable text
-    assert p.messages[-1]["role"] == "user" and "{{TP_DATE_1}} = 2026-12-02" in p.messages[-1]["content"]
-    assert p.tail_start == len(p.messages) - 1
+    assert "{{TP_DATE_1}} = 2026-12-02" in sys_msg  # the date at the session start: cached too
+    assert p.tail_start == len(p.messages)  # nothing changed yet: no per-call tail
     assert [t["function"]["name"] for t in p.tools] == ["bash", "read", "recall_artifact", "web_fetch"]
     body = p.openai_request(model="m")
     assert body["prompt_cache_key"] == "s" and body["tools"] == p.tools
@@ -65,10 +66,14 @@ def test_layout_system_values_history_tail():
 
 
 def test_session_values_as_separate_message_and_system_tail():
-    p = TokenPilot(Config(session_values="message", tail_role="system")).prepare(history(), session_id="s")
+    tp = TokenPilot(Config(session_values="message", tail_role="system"))
+    p = tp.prepare(history(), session_id="s")
     assert p.messages[1]["role"] == "system" and "/home/alice/ws" in p.messages[1]["content"]
     assert "/home/alice/ws" not in p.messages[0]["content"]
-    assert p.messages[-1]["role"] == "system"
+    later = history()
+    later[0] = {"role": "system", "content": SYSTEM.replace("2026-12-02", "2026-12-03")}
+    q = tp.prepare(later, session_id="s")
+    assert q.messages[-1]["role"] == "system" and "2026-12-03" in q.messages[-1]["content"]
 
 
 def test_stabilize_off_and_recall_tool_off():
