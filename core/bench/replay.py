@@ -85,6 +85,7 @@ class _Job:
     session: Session
     call: RecordedCall
     prompt: list[dict[str, Any]]
+    window_start: int  # index in session.messages where the prompt's history begins
 
 
 def _task_of(task_starts: Sequence[int], index: int) -> int:
@@ -102,13 +103,15 @@ def jobs(session: Session, mode: str) -> Iterator[_Job]:
         task = _task_of(starts, call.end)
         prompt = session.prompt(call)
         sid = session.id
+        window = call.start
         if mode == "isolated":
             sid = f"{session.id}#task{task}"
             first = starts[task]
             if call.start < first:
                 system = [prompt[0]] if prompt and prompt[0].get("role") in ("system", "developer") else []
                 prompt = system + session.messages[first : call.end]
-        yield _Job(sid, task, session, call, prompt)
+                window = first
+        yield _Job(sid, task, session, call, prompt, window)
 
 
 class _Segments:
@@ -199,7 +202,7 @@ def replay(
             )
 
             # fidelity: what the recorded output used that first came from tool output
-            needs = needs_index[job.session.id].needs(job.call.end, out_msg)
+            needs = needs_index[job.session.id].needs(job.call.end, out_msg, job.window_start)
             if needs:
                 seen = vis.of(rendered.messages)
                 visible = needs & seen

@@ -36,6 +36,10 @@ def identifiers(text: str) -> set[str]:
             continue
         if len(tok) >= 3:
             out.add(tok)
+            if "/" in tok and not tok.startswith("http"):
+                base = tok.rstrip("/").rsplit("/", 1)[-1]
+                if len(base) >= 3:
+                    out.add(base)  # a file is often named without its directory
     return out
 
 
@@ -50,24 +54,25 @@ def message_text(msg: Mapping[str, Any]) -> str:
 
 
 class NeedIndex:
-    """Where each identifier of a session first appeared, to find each call's needs."""
+    """Where each identifier of a session appears, to find each call's needs."""
 
     def __init__(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        self.first: dict[str, int] = {}
-        self._from_tool: dict[str, bool] = {}
+        self._seen: dict[str, list[tuple[int, bool]]] = {}  # token -> [(message index, from a tool)]
         for i, m in enumerate(messages):
+            tool = m.get("role") == "tool"
             for tok in identifiers(message_text(m)):
-                if tok not in self.first:
-                    self.first[tok] = i
-                    self._from_tool[tok] = m.get("role") == "tool"
+                self._seen.setdefault(tok, []).append((i, tool))
 
-    def needs(self, output_index: int, output: Mapping[str, Any]) -> set[str]:
-        """Identifiers the output at `output_index` uses that first came from a tool output."""
-        return {
-            t
-            for t in identifiers(message_text(output))
-            if self.first.get(t, output_index) < output_index and self._from_tool.get(t)
-        }
+    def needs(self, output_index: int, output: Mapping[str, Any], window_start: int = 0) -> set[str]:
+        """Identifiers the output uses whose first appearance in the call's prompt
+        (messages `window_start..output_index`) was a tool output. Content the agent
+        itself no longer had (before a compaction, another task) is not a need."""
+        out = set()
+        for t in identifiers(message_text(output)):
+            first = next((x for x in self._seen.get(t, ()) if x[0] >= window_start), None)
+            if first is not None and first[0] < output_index and first[1]:
+                out.add(t)
+        return out
 
 
 class Visibility:

@@ -1,0 +1,181 @@
+"""The bench: replay, baselines, retention, records, CLI output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tokenpilot.bench import default_methods, run_bench
+from tokenpilot.bench.methods import (
+    CacheTtlPruning,
+    KeepLastN,
+    SummaryTruncation,
+    TokenPilotMethod,
+    ToolResultClearing,
+    Vanilla,
+)
+from tokenpilot.bench.replay import replay
+from tokenpilot.bench.retention import NeedIndex, identifiers
+from tokenpilot.cli import main
+from tokenpilot.workload import generate
+
+FIELDS = {
+    "trace_set",
+    "method",
+    "mode",
+    "cache_profile",
+    "calls",
+    "hit_tokens",
+    "miss_tokens",
+    "write_tokens",
+    "output_tokens",
+    "cost_usd",
+    "cache_hit_rate",
+    "retention",
+    "recoverable",
+    "peak_context_tokens",
+    "prefix_breaks",
+}
+
+
+@pytest.fixture(scope="module")
+def workload():
+    return generate(seed=0, sessions=4)
+
+
+def test_default_workload_meets_the_targets(workload):
+    """README claim: continuous mode, openai profile, paper prices."""
+    van = replay(workload, Vanilla()).record()
+    tp = replay(workload, TokenPilotMethod()).record()
+    assert set(tp) == FIELDS
+    assert tp["cost_usd"] <= 0.40 * van["cost_usd"], (tp, van)
+    assert tp["cache_hit_rate"] >= 0.85
+    assert tp["retention"] >= 0.90 and tp["recoverable"] == 1.0
+    assert van["retention"] == 1.0
+
+
+def test_eviction_sweep_orders_like_the_paper(workload):
+    """B = 1 over-evicts (loses retention), B = inf keeps everything (bigger context)."""
+    one = replay(workload, TokenPilotMethod(batch_turns=1)).record()
+    three = replay(workload, TokenPilotMethod(batch_turns=3)).record()
+    never = replay(workload, TokenPilotMethod(batch_turns=None)).record()
+    assert never["prefix_breaks"] == 0
+    assert three["peak_context_tokens"] < never["peak_context_tokens"]
+    assert one["retention"] <= three["retention"]
+    assert three["cost_usd"] < never["cost_usd"]
+
+
+def test_isolated_mode_resets_context_per_task(workload):
+    cont = replay(workload[:1], Vanilla(), mode="continuous").record()
+    iso = replay(workload[:1], Vanilla(), mode="isolated").record()
+    assert iso["calls"] == cont["calls"]
+    assert iso["peak_context_tokens"] < cont["peak_context_tokens"]
+
+
+def test_baselines_cut_when_over_budget(workload):
+    s = workload[:1]
+    base = replay(s, Vanilla()).record()
+    for method in (
+        KeepLastN(window_tokens=50_000),
+        SummaryTruncation(window_tokens=50_000),
+        ToolResultClearing(trigger_tokens=20_000),
+        CacheTtlPruning(ttl_s=60),
+    ):
+        rec = replay(s, method).record()
+        assert rec["peak_context_tokens"] < base["peak_context_tokens"], method.name
+        assert rec["prefix_breaks"] > base["prefix_breaks"] or rec["cost_usd"] != base["cost_usd"], (
+            method.name
+        )
+
+
+def test_retention_needs_come_from_tool_output_in_the_prompt():
+    msgs = [
+        {"role": "user", "content": "look at config_loader.py"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "grep", "arguments": "{}"}}],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "a",
+            "content": "src/app/settings_store.py:12 DEFAULT_TIMEOUT_MS = 4500",
+        },
+        {
+            "role": "assistant",
+            "content": "settings_store.py sets DEFAULT_TIMEOUT_MS to 4500; config_loader.py reads it.",
+        },
+    ]
+    idx = NeedIndex(msgs)
+    assert idx.needs(3, msgs[3]) == {"settings_store.py", "DEFAULT_TIMEOUT_MS", "4500"}
+    assert idx.needs(3, msgs[3], window_start=3) == set()  # not in the call's prompt
+    assert "config_loader.py" in identifiers(msgs[0]["content"])
+
+
+def test_run_bench_records_every_combination(workload):
+    wanted = {"vanilla", "tokenpilot"}
+    res = run_bench(
+        {"w": workload[:1]},
+        methods=lambda: [m for m in default_methods() if m.name in wanted],
+        modes=("continuous", "isolated"),
+        profiles=("openai", "anthropic"),
+    )
+    keys = {(r.method, r.mode, r.cache_profile) for r in res}
+    assert len(keys) == 8
+    anth = [r.record() for r in res if r.cache_profile == "anthropic"]
+    assert all(r["write_tokens"] > 0 for r in anth)
+
+
+def test_cli_bench_writes_json_and_plots(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    rc = main(
+        [
+            "bench",
+            "--sessions",
+            "1",
+            "--methods",
+            "vanilla,tokenpilot_global,tokenpilot,tokenpilot_B1",
+            "--json",
+            str(out),
+            "--plot",
+            str(tmp_path / "figs"),
+        ]
+    )
+    assert rc == 0
+    records = json.loads(out.read_text())
+    assert {r["method"] for r in records} == {"vanilla", "tokenpilot_global", "tokenpilot", "tokenpilot_B1"}
+    assert all(set(r) == FIELDS for r in records)
+    pngs = sorted(p.name for p in (tmp_path / "figs").glob("*.png"))
+    assert any(p.startswith("context_") for p in pngs) and any(p.startswith("task_hit_rate_") for p in pngs)
+    assert any(p.startswith("b_sweep_") for p in pngs)
+    text = capsys.readouterr().out
+    assert "vs vanilla" in text and "tokenpilot" in text
+
+
+def test_cli_compact_and_missing_input(tmp_path, capsys):
+    sess = tmp_path / "chat.json"
+    sess.write_text(
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": "run it"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "c", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+                        ],
+                    },
+                    {
+                        "role": "tool",
+                        "tool_call_id": "c",
+                        "content": "\n".join(f"line {i} \x1b[31merror\x1b[0m" for i in range(2000)),
+                    },
+                    {"role": "assistant", "content": "done"},
+                ]
+            }
+        )
+    )
+    assert main(["compact", str(sess)]) == 0
+    assert "saved" in capsys.readouterr().out
