@@ -264,10 +264,10 @@ MIN_EXPECTED_CALLS = 3
 
 
 def expected_remaining_calls(calls_so_far: int, minimum: int = MIN_EXPECTED_CALLS) -> int:
-    """A session that has lasted n calls is expected to last about n more (the
-    Lindy estimate: no better prior without knowing the agent), but at least
-    `minimum`, so a young session can still evict a large finished task."""
-    return max(int(calls_so_far), minimum)
+    """Half the calls so far, at least `minimum`. The Lindy estimate (as many again)
+    proved optimistic on short conversations (tau-bench: sessions end once the task
+    is done), where evictions then cost more re-prefill than they saved."""
+    return max(int(calls_so_far) // 2, minimum)
 
 
 @dataclass(frozen=True, slots=True)

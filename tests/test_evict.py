@@ -311,8 +311,8 @@ def test_cost_gate_compares_saving_with_one_time_reprefill():
     assert set(d.to_dict()) >= {"evict", "evictedTokens", "tokensAfterCut", "savingUsd", "costUsd", "reason"}
 
 
-def test_expected_remaining_calls_defaults_to_calls_so_far_min_three():
+def test_expected_remaining_calls_is_half_the_calls_so_far_min_three():
     assert expected_remaining_calls(0) == 3
     assert expected_remaining_calls(2) == 3
-    assert expected_remaining_calls(40) == 40
+    assert expected_remaining_calls(40) == 20
     assert expected_remaining_calls(1, minimum=5) == 5
