@@ -34,7 +34,7 @@ def _trace_sets(paths: Sequence[str], seed: int, sessions: int) -> dict[str, lis
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import count_calls, default_methods, print_table, run_bench, write_json, write_plots
+    from .bench import count_calls, default_methods, markdown, print_table, run_bench, write_json, write_plots
 
     if args.calibrate:
         return cmd_calibrate(args.calibrate)
@@ -84,6 +84,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         write_json(results, args.json)
         console.print(f"wrote {args.json}")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(results))
+        console.print(f"wrote {args.markdown}")
     if args.plot:
         for p in write_plots(results, args.plot):
             console.print(f"wrote {p}")
@@ -166,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="cache profiles: openai, anthropic, deepseek, vllm (comma-separated)",
     )
     b.add_argument("--json", metavar="PATH", help="write one record per method × mode × profile × trace set")
+    b.add_argument("--markdown", metavar="PATH", help="write the tables as Markdown")
     b.add_argument(
         "--plot", metavar="DIR", help="write PNG figures (context per call, hit rate per task, B sweep)"
     )

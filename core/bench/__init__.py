@@ -8,13 +8,14 @@ from ..pricing import Prices
 from ..traces.model import Session
 from .methods import Method, default_methods
 from .replay import MODES, RunResult, replay
-from .report import print_table, table, write_json, write_plots
+from .report import markdown, print_table, table, write_json, write_plots
 
 __all__ = [
     "MODES",
     "Method",
     "RunResult",
     "default_methods",
+    "markdown",
     "print_table",
     "replay",
     "run_bench",

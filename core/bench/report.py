@@ -75,6 +75,27 @@ def print_table(
         console.print(table(runs, f"{title}\n{ts} · {mode} mode · {prof} cache"))
 
 
+def markdown(results: Sequence[RunResult]) -> str:
+    """The table as Markdown (one block per trace set × mode × profile), for READMEs and PRs."""
+    out: list[str] = []
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((r.trace_set, r.mode, r.cache_profile), []).append(r.record())
+    for (ts, mode, prof), recs in groups.items():
+        base = next((r["cost_usd"] for r in recs if r["method"] == "vanilla"), None)
+        out.append(f"**{ts}** · {mode} · {prof} cache\n")
+        out.append("| method | cost $ | vs vanilla | hit rate | retention | recoverable | peak ctx | breaks |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for r in recs:
+            change = "" if not base or r["method"] == "vanilla" else f"{100 * (r['cost_usd'] / base - 1):+.1f}%"
+            out.append(
+                f"| {r['method']} | {r['cost_usd']:.4f} | {change} | {_pct(r['cache_hit_rate'])} | {_pct(r['retention'])} "
+                f"| {_pct(r['recoverable'])} | {r['peak_context_tokens']:,} | {r['prefix_breaks']} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
 def write_json(results: Sequence[RunResult], path: str | Path) -> None:
     """One record per method × mode × profile × trace set (schema: README, `tokenpilot bench`)."""
     Path(path).write_text(json.dumps([r.record() for r in results], indent=2) + "\n")
