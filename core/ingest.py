@@ -32,6 +32,7 @@ from .passes.line_numbers import LineNumberStrip
 from .passes.paths import PathTruncation
 from .passes.tool_args import ToolArgTruncation
 from .passes.truncate import DEFAULT_LIMITS, Truncation, tool_family
+from .stabilize import RECALL_TOOL_NAME
 
 _PATH_ARG_KEYS = (
     "file_path",
@@ -155,7 +156,9 @@ class Pipeline:
         self._profiles = {k.lower(): v for k, v in cfg.profiles.items()}
 
     def passes_for(self, tool_name: str) -> list[tuple[str, ReductionPass]]:
-        names = self._profiles.get(tool_name.lower()) or self._profiles.get(tool_family(tool_name))
+        names = self._profiles.get(tool_name.lower())
+        if names is None:
+            names = self._profiles.get(tool_family(tool_name))
         enabled = set(self.cfg.passes if names is None else names)
         return [(n, self._all[n]) for n in PASS_ORDER if n in enabled]
 
@@ -217,6 +220,8 @@ def ingest_tool_result(
     raw_chars = len(original)
     aid = artifact_id_for(original)
     tool = call.name if call else str(msg.get("name") or "")
+    if tool == RECALL_TOOL_NAME:
+        return _recalled(msg, original, aid, raw_chars, cfg, put)
     ctx = PassContext(tool_name=tool, arguments=call.parsed if call else {}, artifact_id=aid)
     source = call.source_key if call else f"{tool}:?"
     state.artifact_sources.setdefault(aid, source)
@@ -291,6 +296,33 @@ def ingest_tool_result(
         return Ingested(dict(msg), None, (), raw_chars, raw_chars)
     put(original)
     return _done(msg, _footer(out, raw_chars, applied, aid), aid, applied, raw_chars, note, state, tool)
+
+
+def _recalled(
+    msg: Mapping[str, Any], original: str, aid: str, raw_chars: int, cfg: Config, put: Callable[[str], str]
+) -> Ingested:
+    """What the agent asked to get back reaches it as recalled: no pass, no dedup, no
+    loop guard. Only an original beyond `hard_limit_chars` is cut, with a pointer to
+    the line-range and pattern arguments."""
+    if raw_chars <= cfg.hard_limit_chars or not isinstance(msg.get("content"), str):
+        return Ingested(dict(msg), None, (), raw_chars, raw_chars, "recall")
+    put(original)
+    out = preview(
+        original,
+        head=cfg.hard_limit_chars // 2,
+        tail=cfg.hard_limit_chars // 4,
+        artifact_id=aid,
+        what="recalled text too long for one message; ask for start_line/end_line or a pattern",
+    )
+    return _done_plain(msg, out, aid, ("hard_limit",), raw_chars, "recall")
+
+
+def _done_plain(
+    msg: Mapping[str, Any], content: str, aid: str, passes: tuple[str, ...], raw_chars: int, note: str
+) -> Ingested:
+    frozen = dict(msg)
+    frozen["content"] = content
+    return Ingested(frozen, aid, passes, raw_chars, len(content), note)
 
 
 def _done(

@@ -235,8 +235,10 @@ class TokenPilot:
         self.config = config or Config()
         self.store = store or ArtifactStore()
         self.pipeline = Pipeline(self.config)
+        self.lifecycle_config: LifecycleConfig | None = None
         if lifecycle_factory is None and lifecycle is not False:
             lc = lifecycle if isinstance(lifecycle, LifecycleConfig) else LifecycleConfig()
+            self.lifecycle_config = lc
             est = estimator if estimator is not None else default_estimator()
 
             def lifecycle_factory(session_id: str, archive: Callable[[str], str]) -> Lifecycle:

@@ -460,3 +460,24 @@ def test_session_id_derivation_and_scoping():
     assert not tp.recall(aid, session_id="unrelated").found
     with pytest.raises(ValueError):
         tp.recall(aid)  # two sessions: ambiguous without a session id
+
+
+def test_recalled_originals_reach_the_model_unreduced():
+    """A recall_artifact result is what the agent asked for: no pass, no dedup, no loop guard."""
+    page = "<html><body><nav>menu</nav>" + "<p>paragraph text</p>" * 400 + "</body></html>"
+    tp = TokenPilot()
+    msgs = history(page, name="web_fetch", url="http://x")
+    p = tp.prepare(msgs, session_id="s")
+    aid = p.stats.artifacts[0]
+    back = tp.execute_recall({"artifact_id": aid}, session_id="s")
+    assert back == page
+    for i in range(3):  # recalled again and again: still whole
+        msgs = msgs + [call(f"r{i}", "recall_artifact", artifact_id=aid), result(f"r{i}", back)]
+    q = tp.prepare(msgs, session_id="s")
+    assert [m["content"] for m in tool_msgs(q)[1:]] == [page] * 3
+
+
+def test_an_empty_profile_runs_no_pass():
+    ansi = "\n".join(f"\x1b[1mline {i}\x1b[0m" for i in range(500))
+    p = TokenPilot(Config(profiles={"bash": ()})).prepare(history(ansi), session_id="s")
+    assert tool_msgs(p)[0]["content"] == ansi

@@ -97,10 +97,9 @@ def test_real_openclaw_prompts_share_95_percent_of_tokens():
 
 
 def test_tools_canonical_sorted_and_append_only():
-    t = lambda name, **kw: {
-        "type": "function",
-        "function": {"name": name, "parameters": {"type": "object", **kw}},
-    }  # noqa: E731
+    def t(name: str) -> dict:
+        return {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+
     tools, changed = merge_tools([], [t("zeta"), t("alpha")], include_recall=True)
     names = [x["function"]["name"] for x in tools]
     assert names == ["alpha", "recall_artifact", "zeta"] and changed
