@@ -1,0 +1,52 @@
+"""TokenPilot for LangGraph: the ingestion gate at the tool node, the managed view at the
+model node, a native `recall_artifact` tool and the estimator as a side-branch node.
+
+    from tokenpilot_langgraph import create_tokenpilot_agent
+    graph = create_tokenpilot_agent(model, tools, checkpointer=InMemorySaver())
+    graph.invoke({"messages": [("user", "...")]}, {"configurable": {"thread_id": "t1"}})
+"""
+
+from .agent import create_tokenpilot_agent, default_pilot
+from .convert import from_openai, to_langchain, to_openai, tool_specs
+from .nodes import (
+    EstimatorNode,
+    ModelNode,
+    Renderer,
+    TokenPilotReactState,
+    completes_batch,
+    estimator_route,
+    tokenpilot_pre_model_hook,
+)
+from .runtime import all_thread_stats, thread_stats
+from .state import STATE_KEY, TokenPilotAgentState, TokenPilotChannel, merge_tokenpilot
+from .stats import CallStats, ThreadStats
+from .tool import RecallArtifactTool, recall_tool
+from .tool_node import IngestionGate, tokenpilot_tool_node
+
+__all__ = [
+    "STATE_KEY",
+    "CallStats",
+    "EstimatorNode",
+    "IngestionGate",
+    "ModelNode",
+    "RecallArtifactTool",
+    "Renderer",
+    "ThreadStats",
+    "TokenPilotAgentState",
+    "TokenPilotChannel",
+    "TokenPilotReactState",
+    "all_thread_stats",
+    "completes_batch",
+    "create_tokenpilot_agent",
+    "default_pilot",
+    "estimator_route",
+    "from_openai",
+    "merge_tokenpilot",
+    "recall_tool",
+    "thread_stats",
+    "to_langchain",
+    "to_openai",
+    "tokenpilot_pre_model_hook",
+    "tokenpilot_tool_node",
+    "tool_specs",
+]
