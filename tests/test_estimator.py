@@ -9,6 +9,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from builders import Session
 
 from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.errors import ConfigError
@@ -33,39 +34,6 @@ from tokenpilot.turns import segment_turns
 # ---------------------------------------------------------------------------
 # session builder
 # ---------------------------------------------------------------------------
-
-
-class Session:
-    """Builds an OpenAI-format history; `points` are where the agent calls the model."""
-
-    def __init__(self) -> None:
-        self.msgs: list[dict] = [{"role": "system", "content": "You are a helpful agent."}]
-        self.points: list[int] = []
-        self.k = 0
-
-    def user(self, text: str) -> Session:
-        self.msgs.append({"role": "user", "content": text})
-        self.points.append(len(self.msgs))
-        return self
-
-    def call(self, name: str, args: dict, result: str, text: str | None = None) -> Session:
-        self.k += 1
-        cid = f"call_{self.k}"
-        fn = {"name": name, "arguments": json.dumps(args)}
-        self.msgs.append(
-            {
-                "role": "assistant",
-                "content": text,
-                "tool_calls": [{"id": cid, "type": "function", "function": fn}],
-            }
-        )
-        self.msgs.append({"role": "tool", "tool_call_id": cid, "content": result})
-        self.points.append(len(self.msgs))
-        return self
-
-    def final(self, text: str) -> Session:
-        self.msgs.append({"role": "assistant", "content": text})
-        return self
 
 
 def drive(lc: Lifecycle, s: Session, extra_end: bool = True) -> list[list[dict]]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from builders import DictArchive
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenpilot._canonical import artifact_id_for, canonical_json
+from tokenpilot._canonical import canonical_json
 from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.evict import Prices, expected_remaining_calls, plan_eviction, render, should_evict
 from tokenpilot.pairing import validate_pairing
@@ -43,16 +44,6 @@ def registry_for(turn_ids: list[str], tasks: list[tuple[str, str, list[int]]]) -
             ],
         }
     )
-
-
-class DictArchive:
-    def __init__(self) -> None:
-        self.data: dict[str, str] = {}
-
-    def __call__(self, text: str) -> str:
-        aid = artifact_id_for(text)
-        self.data[aid] = text
-        return aid
 
 
 def sample_session() -> list[dict]:

@@ -7,46 +7,14 @@ import threading
 import time
 
 import pytest
+from builders import DictArchive, Session
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenpilot._canonical import artifact_id_for
 from tokenpilot.errors import ConfigError
 from tokenpilot.estimator import EstimatorView, OfflineEstimator
 from tokenpilot.lifecycle import Lifecycle, LifecycleConfig, RenderPlan
 from tokenpilot.pairing import validate_pairing
-
-
-class Session:
-    def __init__(self) -> None:
-        self.msgs: list[dict] = [{"role": "system", "content": "You are a helpful agent."}]
-        self.points: list[int] = []
-        self.k = 0
-
-    def user(self, text: str) -> Session:
-        self.msgs.append({"role": "user", "content": text})
-        self.points.append(len(self.msgs))
-        return self
-
-    def call(self, name: str, args: dict, result: str) -> Session:
-        self.k += 1
-        cid = f"call_{self.k}"
-        fn = {"name": name, "arguments": json.dumps(args)}
-        self.msgs.append(
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [{"id": cid, "type": "function", "function": fn}],
-            }
-        )
-        self.msgs.append({"role": "tool", "tool_call_id": cid, "content": result})
-        self.points.append(len(self.msgs))
-        return self
-
-    def final(self, text: str) -> Session:
-        self.msgs.append({"role": "assistant", "content": text})
-        return self
-
 
 TOPICS = [
     ("Write a haiku about autumn leaves into poem.txt", "poem.txt"),
@@ -67,16 +35,6 @@ def unrelated_session(n_tasks: int = 5, big: int = 0) -> Session:
         s.call("write", {"path": path, "content": "..."}, "ok")
         s.final(f"Wrote {path}.")
     return s
-
-
-class DictArchive:
-    def __init__(self) -> None:
-        self.data: dict[str, str] = {}
-
-    def __call__(self, text: str) -> str:
-        aid = artifact_id_for(text)
-        self.data[aid] = text
-        return aid
 
 
 class Counting:
@@ -479,7 +437,10 @@ def test_manual_schedule_waits_for_the_host():
     from tokenpilot.lifecycle import LifecycleConfig
 
     tp = TokenPilot(lifecycle=LifecycleConfig(batch_turns=1, schedule="manual", cost_gate=False))
-    msgs = [{"role": "user", "content": "list the files in src"}, {"role": "assistant", "content": "src has a.py"}]
+    msgs = [
+        {"role": "user", "content": "list the files in src"},
+        {"role": "assistant", "content": "src has a.py"},
+    ]
     tp.prepare(msgs, session_id="m")
     assert tp.estimator_due("m")
     assert tp.lifecycle_stats("m")["estimator_runs"] == 0
