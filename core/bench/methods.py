@@ -9,6 +9,7 @@ Baselines are deterministic stand-ins: the summary is an extract, not an LLM cal
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,6 +26,8 @@ from ..tokens import count_tokens
 Message = dict[str, Any]
 
 _TOKENS: dict[str, int] = {}
+_ART = re.compile(r"art_[0-9a-f]{24}")
+STUB_PREFIX = "[tokenpilot: evicted"
 
 
 def message_tokens(msg: Mapping[str, Any]) -> int:
@@ -334,6 +337,10 @@ class _PilotSession:
     def render(self, prompt: list[Message], tools: list[dict[str, Any]], timestamp: float | None) -> Rendered:
         p = self.pilot.prepare(prompt, tools, session_id=self.sid)
         self.artifacts.update(p.stats.artifacts)
+        for m in p.messages:  # eviction stubs name the archive of what they replaced
+            content = m.get("content")
+            if isinstance(content, str) and content.startswith(STUB_PREFIX):
+                self.artifacts.update(_ART.findall(content))
         return Rendered(p.messages, p.tools, p.tail_start, frozenset(self.artifacts))
 
     def recall_text(self, artifact_id: str) -> str | None:
