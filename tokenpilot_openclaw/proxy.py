@@ -1,0 +1,527 @@
+"""OpenAI-compatible HTTP proxy that runs every chat request through TokenPilot.
+
+The agent (OpenClaw) talks to this proxy as if it were its provider. Each
+`POST /v1/chat/completions` is prepared by `TokenPilot.prepare` for its session
+(stabilised system prompt, reduced tool outputs, append-only history), forwarded to
+the upstream, and its answer streamed back untouched; the provider's usage, cached
+tokens included, is recorded per session. Originals behind reduced outputs are served
+to the plugin's `recall_artifact` tool from `/tokenpilot/artifacts/{id}`.
+
+The proxy is a translation layer: all context decisions are the core's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from tokenpilot import ArtifactStore, Config, Prepared, TokenPilot
+from tokenpilot.artifacts import default_store_dir
+from tokenpilot.errors import MessageError, TokenPilotError
+
+from . import sse, wire
+from .sessions import SessionStats, StateDir, normalize_session_id, resolve_session_id
+from .upstream import Upstream, UpstreamTimeout, UpstreamUnreachable, response_headers
+
+log = logging.getLogger("tokenpilot.openclaw")
+
+DEFAULT_PORT = 8787
+DEFAULT_UPSTREAM_KEY_ENV = "TOKENPILOT_UPSTREAM_API_KEY"
+MB = 2**20
+
+
+def default_state_dir() -> Path:
+    return Path.home() / ".cache" / "tokenpilot" / "sessions"
+
+
+@dataclass(frozen=True, slots=True)
+class ProxySettings:
+    """Everything `tokenpilot serve` is told. Secrets are named by environment variable only."""
+
+    upstream: str
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    upstream_key_env: str = DEFAULT_UPSTREAM_KEY_ENV
+    auth_token_env: str | None = None
+    store_dir: Path = field(default_factory=default_store_dir)
+    state_dir: Path | None = field(default_factory=default_state_dir)
+    max_body_bytes: int = 32 * MB
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 300.0
+    models: tuple[str, ...] = ()
+    flush_interval_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.upstream.startswith(("http://", "https://")):
+            raise ValueError(f"--upstream must be an http(s) URL, got {self.upstream!r}")
+        if self.max_body_bytes <= 0:
+            raise ValueError("the request size limit must be positive")
+
+
+class SetupError(RuntimeError):
+    """The proxy cannot start as configured (a missing environment variable, a bad path)."""
+
+
+# ---------------------------------------------------------------------------
+# Responses
+# ---------------------------------------------------------------------------
+def json_error(
+    status: int, message: str, *, type_: str, code: str | None = None, param: str | None = None
+) -> web.Response:
+    """An OpenAI-shaped error body, so agent SDKs surface the message as is."""
+    err: dict[str, Any] = {"message": message, "type": type_, "code": code}
+    if param is not None:
+        err["param"] = param
+    return web.json_response({"error": err}, status=status)
+
+
+_STATUS_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found",
+    405: "invalid_request_error",
+    413: "request_too_large",
+}
+
+
+# ---------------------------------------------------------------------------
+# The proxy
+# ---------------------------------------------------------------------------
+class Proxy:
+    """TokenPilot, the upstream client and per-session stats; aiohttp handlers on top."""
+
+    def __init__(
+        self, settings: ProxySettings, *, config: Config | None = None, pilot: TokenPilot | None = None
+    ) -> None:
+        self.settings = settings
+        self.pilot = pilot or TokenPilot(config, store=ArtifactStore(Path(settings.store_dir).expanduser()))
+        self.state = StateDir(settings.state_dir) if settings.state_dir else None
+        self.stats: dict[str, SessionStats] = {}
+        self.upstream = Upstream(
+            settings.upstream,
+            connect_timeout_s=settings.connect_timeout_s,
+            read_timeout_s=settings.read_timeout_s,
+        )
+        self._auth_token: str | None = None
+        self._dirty: set[str] = set()
+        self._last_stable: dict[str, list[Any]] = {}
+        self._flusher: asyncio.Task[None] | None = None
+        self._started = time.time()
+
+    # -- lifecycle --------------------------------------------------------------
+    def resolve_secrets(self) -> None:
+        """Read the upstream key and the proxy's own token from the environment (never logged)."""
+        s = self.settings
+        self.upstream.api_key = os.environ.get(s.upstream_key_env) or None
+        if s.auth_token_env:
+            token = os.environ.get(s.auth_token_env)
+            if not token:
+                raise SetupError(f"--auth-token-env names {s.auth_token_env}, which is not set or empty")
+            self._auth_token = token
+
+    async def start(self) -> None:
+        self.resolve_secrets()
+        loaded = await asyncio.to_thread(self._load_state)
+        await self.upstream.open()
+        if self.settings.flush_interval_s > 0 and self.state is not None:
+            self._flusher = asyncio.create_task(self._flush_periodically())
+        log.info(
+            "tokenpilot: proxy ready, upstream %s, %d session(s) restored", self.settings.upstream, loaded
+        )
+
+    async def close(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+        await self.flush()
+        await self.upstream.close()
+
+    def _load_state(self) -> int:
+        if self.state is None:
+            return 0
+        n = 0
+        for data in self.state.load_all():
+            sid = data["id"]
+            try:
+                if data.get("session") is not None:
+                    self.pilot.import_session(data["session"])
+                self.stats[sid] = SessionStats.from_dict(data.get("stats") or {})
+                n += 1
+            except (KeyError, TypeError, ValueError, TokenPilotError) as exc:
+                log.warning("tokenpilot: could not restore session %s: %s", sid, exc)
+        return n
+
+    async def flush(self) -> int:
+        """Write the state of every session touched since the last flush."""
+        if self.state is None:
+            return 0
+        dirty, self._dirty = self._dirty, set()
+        written = 0
+        for sid in sorted(dirty):
+            try:
+                await asyncio.to_thread(self._save, sid)
+                written += 1
+            except (OSError, TypeError, ValueError) as exc:
+                self._dirty.add(sid)  # keep it for the next try
+                log.error("tokenpilot: could not save session %s: %s", sid, exc)
+        return written
+
+    def _save(self, sid: str) -> None:
+        assert self.state is not None
+        session = self.pilot.export_session(sid) if sid in self.pilot.session_ids else None
+        stats = self.stats.get(sid, SessionStats())
+        self.state.save(sid, {"id": sid, "version": 1, "session": session, "stats": stats.to_dict()})
+
+    async def _flush_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.flush_interval_s)
+            await self.flush()
+
+    # -- the app ------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.settings.max_body_bytes, middlewares=[self._middleware])
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_route("*", "/v1/responses", self.responses)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/tokenpilot/stats", self.stats_view)
+        app.router.add_get("/tokenpilot/artifacts/{artifact_id}", self.artifact)
+        app.on_startup.append(lambda _app: self.start())
+        app.on_cleanup.append(lambda _app: self.close())
+        return app
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Own bearer token (all but /health); every aiohttp error as a JSON body."""
+        if self._auth_token and request.path != "/health":
+            given = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {self._auth_token}".encode()):
+                return json_error(
+                    401,
+                    "missing or wrong bearer token for the TokenPilot proxy",
+                    type_="authentication_error",
+                )
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status == 413:
+                limit = self.settings.max_body_bytes / MB
+                return json_error(
+                    413,
+                    f"request body larger than the proxy's limit of {limit:g} MB",
+                    type_="request_too_large",
+                )
+            if exc.status < 400:
+                raise
+            message = f"{request.method} {request.path}: {exc.reason}"
+            return json_error(exc.status, message, type_=_STATUS_TYPES.get(exc.status, "error"))
+
+    # -- chat completions -------------------------------------------------------
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        limit = self.settings.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
+        raw = await request.read()
+        try:
+            body = wire.check_chat_body(json.loads(raw.decode("utf-8")))
+        except UnicodeDecodeError as exc:
+            return json_error(400, f"the request body is not UTF-8: {exc}", type_="invalid_request_error")
+        except json.JSONDecodeError as exc:
+            return json_error(
+                400, f"the request body is not valid JSON: {exc}", type_="invalid_request_error"
+            )
+        except wire.BadRequest as exc:
+            return json_error(400, str(exc), type_="invalid_request_error", param=exc.param)
+
+        history, per_call = wire.split_per_call(body["messages"])
+        sid = resolve_session_id(body, request.headers)
+        prepared: Prepared | None = None
+        try:
+            prepared = await asyncio.to_thread(self.pilot.prepare, history, body.get("tools"), session_id=sid)
+        except MessageError as exc:
+            return json_error(400, str(exc), type_="invalid_request_error", param="messages")
+        except Exception:  # a TokenPilot bug must not stop the agent: forward the request as it came
+            log.exception("tokenpilot: prepare failed for session %s; forwarding the request unchanged", sid)
+        sid = prepared.session_id if prepared is not None else (sid or "unidentified")
+        stats = self.stats.setdefault(sid, SessionStats())
+        stats.calls += 1
+        self._dirty.add(sid)
+        if prepared is not None:
+            self._note_prepared(sid, prepared, stats)
+
+        out = wire.upstream_body(body, prepared, per_call, sid)
+        headers = self.upstream.headers(request.headers, forward_authorization=self._auth_token is None)
+        if body.get("stream") is True:
+            return await self._stream(request, out, headers, stats, wire.client_wants_usage(body))
+        return await self._complete(out, headers, stats)
+
+    def _note_prepared(self, sid: str, prepared: Prepared, stats: SessionStats) -> None:
+        st = prepared.stats
+        stats.raw_tokens, stats.sent_tokens = st.raw_tokens, st.tokens
+        stats.tokens_saved += st.saved_tokens
+        stats.prefix_breaks = max(stats.prefix_breaks, st.prefix_breaks)
+        prev = self._last_stable.get(sid)
+        self._last_stable[sid] = prepared.stable_messages
+        if st.prefix_break is None:
+            return
+        stats.last_prefix_break = st.prefix_break
+        if st.prefix_break == "eviction":
+            log.info("tokenpilot: session %s: prefix re-rendered by an eviction", sid)
+            return
+        log.warning(
+            "tokenpilot: session %s: cached prefix broken (%s); %s",
+            sid,
+            st.prefix_break,
+            wire.first_difference(prev, prepared.stable_messages),
+        )
+
+    async def _complete(
+        self, out: dict[str, Any], headers: dict[str, str], stats: SessionStats
+    ) -> web.Response:
+        try:
+            resp = await self.upstream.request(
+                "POST", "/chat/completions", headers=headers, data=wire.encode(out)
+            )
+        except UpstreamTimeout as exc:
+            stats.errors += 1
+            return json_error(504, str(exc), type_="upstream_timeout", code="upstream_timeout")
+        except UpstreamUnreachable as exc:
+            stats.errors += 1
+            return json_error(502, str(exc), type_="upstream_error", code="upstream_unreachable")
+        try:
+            return await self._relay_whole(resp, stats)
+        finally:
+            resp.release()
+
+    async def _relay_whole(self, resp: aiohttp.ClientResponse, stats: SessionStats) -> web.Response:
+        """A whole upstream answer (errors included) returned as it came; usage recorded."""
+        try:
+            payload = await resp.read()
+        except asyncio.TimeoutError:
+            stats.errors += 1
+            msg = f"upstream sent nothing for {self.settings.read_timeout_s:g} s"
+            return json_error(504, msg, type_="upstream_timeout", code="upstream_timeout")
+        except aiohttp.ClientError as exc:
+            stats.errors += 1
+            return json_error(
+                502, f"upstream response broken: {exc}", type_="upstream_error", code="upstream_broken"
+            )
+        if resp.status == 200:
+            with contextlib.suppress(ValueError):
+                obj = json.loads(payload)
+                if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
+                    stats.record_usage(obj["usage"])
+        else:
+            stats.errors += 1
+        return web.Response(status=resp.status, body=payload, headers=response_headers(resp))
+
+    async def _stream(
+        self,
+        request: web.Request,
+        out: dict[str, Any],
+        headers: dict[str, str],
+        stats: SessionStats,
+        wants_usage: bool,
+    ) -> web.StreamResponse:
+        headers = {**headers, "Accept": "text/event-stream"}
+        try:
+            resp = await self.upstream.request(
+                "POST", "/chat/completions", headers=headers, data=wire.encode(out)
+            )
+        except UpstreamTimeout as exc:
+            stats.errors += 1
+            return json_error(504, str(exc), type_="upstream_timeout", code="upstream_timeout")
+        except UpstreamUnreachable as exc:
+            stats.errors += 1
+            return json_error(502, str(exc), type_="upstream_error", code="upstream_unreachable")
+        try:
+            if resp.status != 200 or not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
+                return await self._relay_whole(resp, stats)
+            extra = {k: v for k, v in response_headers(resp).items() if k != "Content-Type"}
+            client = web.StreamResponse(
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **extra}
+            )
+            await client.prepare(request)
+            try:
+                await self._relay_events(resp, client, stats, wants_usage)
+            except ConnectionResetError:
+                log.info("tokenpilot: client went away during a stream")
+            return client
+        finally:
+            resp.release()
+
+    async def _relay_events(
+        self, resp: aiohttp.ClientResponse, client: web.StreamResponse, stats: SessionStats, wants_usage: bool
+    ) -> None:
+        """Pass events through one by one; end a broken stream with an error event."""
+        splitter = sse.SSESplitter()
+        done = finished = False
+        try:
+            async for chunk in _upstream_chunks(resp, self.settings.read_timeout_s):
+                for event in splitter.feed(chunk):
+                    data = sse.event_data(event)
+                    if data == sse.DONE:
+                        done = True
+                    elif data is not None and b'"usage"' in event:
+                        obj = sse.parse_chunk(data)
+                        if obj is not None and isinstance(obj.get("usage"), dict):
+                            stats.record_usage(obj["usage"])
+                            if not wants_usage and not obj.get("choices"):
+                                continue  # the client did not ask for the usage-only chunk
+                    finished = finished or sse.has_finish_reason(event)
+                    await client.write(event)
+        except _StreamBroken as exc:
+            stats.errors += 1
+            await client.write(sse.error_event(str(exc), code=exc.code))
+            return
+        if not done and not finished:
+            stats.errors += 1
+            msg = "upstream closed the stream before it finished"
+            await client.write(sse.error_event(msg, code="upstream_stream_interrupted"))
+            return
+        await client.write_eof()
+
+    # -- other endpoints -------------------------------------------------------------
+    async def models(self, request: web.Request) -> web.Response:
+        if self.settings.models:
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "tokenpilot"}
+                for m in self.settings.models
+            ]
+            return web.json_response({"object": "list", "data": data})
+        headers = self.upstream.headers(request.headers, forward_authorization=self._auth_token is None)
+        try:
+            resp = await self.upstream.request("GET", "/models", headers=headers)
+            try:
+                payload = await resp.read()
+            finally:
+                resp.release()
+        except (UpstreamTimeout, asyncio.TimeoutError) as exc:
+            return json_error(
+                504, str(exc) or "upstream timed out", type_="upstream_timeout", code="upstream_timeout"
+            )
+        except (UpstreamUnreachable, aiohttp.ClientError) as exc:
+            return json_error(502, str(exc), type_="upstream_error", code="upstream_unreachable")
+        return web.Response(status=resp.status, body=payload, headers=response_headers(resp))
+
+    async def responses(self, request: web.Request) -> web.Response:
+        return json_error(
+            501,
+            "the TokenPilot proxy serves the Chat Completions API only: use /v1/chat/completions "
+            '(in OpenClaw: api: "openai-completions")',
+            type_="not_implemented",
+            code="responses_api_not_supported",
+        )
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"status": "ok", "sessions": len(self.stats), "uptime_s": round(time.time() - self._started, 1)}
+        )
+
+    async def stats_view(self, request: web.Request) -> web.Response:
+        sessions = {sid: st.to_dict() for sid, st in sorted(self.stats.items())}
+        totals = SessionStats()
+        for st in self.stats.values():
+            for name in (
+                "calls",
+                "errors",
+                "usage_reports",
+                "prompt_tokens",
+                "cached_tokens",
+                "output_tokens",
+                "tokens_saved",
+                "prefix_breaks",
+            ):
+                setattr(totals, name, getattr(totals, name) + getattr(st, name))
+        tot = {
+            k: v
+            for k, v in totals.to_dict().items()
+            if not k.startswith("last_") and k not in ("raw_tokens", "sent_tokens")
+        }
+        return web.json_response(
+            {"sessions": sessions, "totals": tot, "uptime_s": round(time.time() - self._started, 1)}
+        )
+
+    async def artifact(self, request: web.Request) -> web.Response:
+        """The original behind an artifact id, for the session that owns it only."""
+        q = request.query
+        session = q.get("session", "").strip()
+        if not session:
+            return json_error(
+                400,
+                "the 'session' query parameter is required",
+                type_="invalid_request_error",
+                param="session",
+            )
+        lines: dict[str, int | None] = {}
+        for name in ("start_line", "end_line"):
+            value = q.get(name)
+            try:
+                lines[name] = int(value) if value not in (None, "") else None
+            except ValueError:
+                return json_error(
+                    400,
+                    f"'{name}' must be an integer, got {value!r}",
+                    type_="invalid_request_error",
+                    param=name,
+                )
+        pattern = q.get("pattern") or None
+        sid = normalize_session_id(session)
+        result = await asyncio.to_thread(
+            self.pilot.recall,
+            request.match_info["artifact_id"],
+            lines["start_line"],
+            lines["end_line"],
+            pattern,
+            session_id=sid,
+        )
+        body = {
+            "artifact_id": result.artifact_id,
+            "session": sid,
+            "found": result.found,
+            "text": result.text,
+            "note": result.note,
+            "total_lines": result.total_lines,
+            "content": result.for_model(),
+        }
+        if not result.found:
+            body["error"] = {"message": result.note, "type": "not_found", "code": "artifact_not_found"}
+            return web.json_response(body, status=404)
+        return web.json_response(body)
+
+
+class _StreamBroken(Exception):
+    """The upstream stream stopped early; `code` tells the client why."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+async def _upstream_chunks(resp: aiohttp.ClientResponse, read_timeout_s: float) -> AsyncIterator[bytes]:
+    """The upstream body as it arrives; read failures become `_StreamBroken` (client write errors do not)."""
+    try:
+        async for chunk in resp.content.iter_any():
+            yield chunk
+    except asyncio.TimeoutError as exc:
+        raise _StreamBroken(
+            f"upstream sent nothing for {read_timeout_s:g} s; stream ended by the TokenPilot proxy",
+            "upstream_timeout",
+        ) from exc
+    except (aiohttp.ClientError, ConnectionError) as exc:
+        raise _StreamBroken(f"upstream stream interrupted: {exc}", "upstream_stream_interrupted") from exc

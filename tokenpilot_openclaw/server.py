@@ -1,0 +1,203 @@
+"""`tokenpilot serve`: arguments, startup, and a shutdown that saves every session.
+
+`RunningProxy` starts the same server inside a running event loop (tests, the
+benchmark, embedding); `main_serve` runs it until SIGINT/SIGTERM. Either way the
+aiohttp cleanup hook flushes session state before the process ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from tokenpilot.artifacts import default_store_dir
+
+from .proxy import (
+    DEFAULT_PORT,
+    DEFAULT_UPSTREAM_KEY_ENV,
+    MB,
+    Proxy,
+    ProxySettings,
+    SetupError,
+    default_state_dir,
+)
+
+log = logging.getLogger("tokenpilot.openclaw")
+
+
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--upstream",
+        required=True,
+        metavar="URL",
+        help="OpenAI-compatible base URL, with its /v1 (e.g. https://api.openai.com/v1)",
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+    )
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)"
+    )
+    p.add_argument(
+        "--upstream-key-env",
+        default=DEFAULT_UPSTREAM_KEY_ENV,
+        metavar="VAR",
+        help=f"environment variable holding the upstream API key (default {DEFAULT_UPSTREAM_KEY_ENV}); "
+        "when unset, the client's Authorization header is passed on",
+    )
+    p.add_argument(
+        "--auth-token-env",
+        metavar="VAR",
+        help="require 'Authorization: Bearer <$VAR>' on every endpoint but /health",
+    )
+    p.add_argument(
+        "--store-dir",
+        type=Path,
+        default=default_store_dir(),
+        help="artifact store (default ~/.cache/tokenpilot/artifacts)",
+    )
+    p.add_argument(
+        "--state-dir",
+        type=Path,
+        default=default_state_dir(),
+        help="session state files (default ~/.cache/tokenpilot/sessions)",
+    )
+    p.add_argument("--no-state", action="store_true", help="keep session state in memory only")
+    p.add_argument(
+        "--max-body-mb", type=float, default=32.0, help="largest accepted request body (default 32 MB)"
+    )
+    p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect to the upstream")
+    p.add_argument(
+        "--read-timeout",
+        type=float,
+        default=300.0,
+        help="seconds the upstream may stay silent (then 504 / an error event)",
+    )
+    p.add_argument(
+        "--models",
+        default="",
+        help="comma-separated model ids for GET /v1/models (default: ask the upstream)",
+    )
+    p.add_argument(
+        "--flush-interval", type=float, default=30.0, help="seconds between state saves (0: only at shutdown)"
+    )
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument(
+        "--log-file",
+        type=Path,
+        help="also append the log here (OpenClaw keeps only a short tail of a local service's output)",
+    )
+
+
+def build_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Mount `serve` on a parent CLI's subparsers (`tokenpilot serve`)."""
+    p = subparsers.add_parser(
+        "serve",
+        help="run the OpenAI-compatible TokenPilot proxy (for OpenClaw and other agents)",
+        description="OpenAI-compatible proxy that keeps each session's prompt prefix cached and small.",
+    )
+    add_serve_arguments(p)
+    p.set_defaults(func=run_from_args)
+    return p
+
+
+def settings_from_args(args: argparse.Namespace) -> ProxySettings:
+    return ProxySettings(
+        upstream=args.upstream,
+        host=args.host,
+        port=args.port,
+        upstream_key_env=args.upstream_key_env,
+        auth_token_env=args.auth_token_env,
+        store_dir=Path(args.store_dir).expanduser(),
+        state_dir=None if args.no_state else Path(args.state_dir).expanduser(),
+        max_body_bytes=int(args.max_body_mb * MB),
+        connect_timeout_s=args.connect_timeout,
+        read_timeout_s=args.read_timeout,
+        models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
+        flush_interval_s=args.flush_interval,
+    )
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=getattr(args, "log_level", "INFO"), format="%(asctime)s %(levelname)s %(message)s", force=True
+    )
+    try:
+        settings = settings_from_args(args)
+        asyncio.run(serve(settings))
+    except (SetupError, ValueError) as exc:
+        print(f"tokenpilot serve: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the port is taken, the store is not writable
+        print(f"tokenpilot serve: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main_serve(argv: Sequence[str] | None = None) -> int:
+    """`tokenpilot serve ...` as a function (also `python -m tokenpilot_openclaw serve`)."""
+    parser = argparse.ArgumentParser(
+        prog="tokenpilot serve", description="OpenAI-compatible TokenPilot proxy."
+    )
+    add_serve_arguments(parser)
+    return run_from_args(parser.parse_args(argv))
+
+
+async def serve(settings: ProxySettings) -> None:
+    """Run until SIGINT or SIGTERM; in-flight requests finish, then state is saved."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with RunningProxy(settings) as running:
+        print(f"tokenpilot: serving {running.url} -> {settings.upstream}", flush=True)
+        await stop.wait()
+        log.info("tokenpilot: shutting down, saving session state")
+
+
+class RunningProxy:
+    """The proxy serving inside the current event loop; `url` is its base (no /v1)."""
+
+    def __init__(
+        self, settings: ProxySettings, proxy: Proxy | None = None, *, shutdown_timeout_s: float = 10.0
+    ) -> None:
+        self.settings = settings
+        self.proxy = proxy or Proxy(settings)
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> RunningProxy:
+        self.proxy.resolve_secrets()  # fail before binding when a secret is missing
+        self._runner = web.AppRunner(
+            self.proxy.app(), access_log=None, shutdown_timeout=self.shutdown_timeout_s
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.settings.host, self.settings.port)
+        try:
+            await site.start()
+        except OSError:
+            await self._runner.cleanup()
+            raise
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}"
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()  # runs Proxy.close: flushes state
+            self._runner = None
+
+    async def __aenter__(self) -> RunningProxy:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

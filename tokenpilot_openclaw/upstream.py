@@ -1,0 +1,102 @@
+"""The one HTTP client to the upstream OpenAI-compatible API.
+
+Errors are sorted into the two the proxy answers differently: no answer in time
+(504) and no connection at all (502). Everything the upstream does answer, errors
+included, goes back to the client as it came.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+
+# Request headers worth passing on: routing and account selection, never hop-by-hop.
+FORWARD_REQUEST_HEADERS = (
+    "openai-organization",
+    "openai-project",
+    "session_id",
+    "x-session-affinity",
+    "x-client-request-id",
+)
+# Response headers a client may act on (rate limits, retries, request ids).
+FORWARD_RESPONSE_PREFIXES = ("x-ratelimit-", "openai-", "anthropic-")
+FORWARD_RESPONSE_HEADERS = ("retry-after", "x-request-id", "request-id")
+
+
+class UpstreamError(Exception):
+    """The upstream could not be asked or did not answer."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """No (more) bytes from the upstream within the read timeout."""
+
+
+class UpstreamUnreachable(UpstreamError):
+    """Connecting or talking to the upstream failed."""
+
+
+@dataclass(slots=True)
+class Upstream:
+    """Base URL (with its `/v1`), the API key if any, and timeouts."""
+
+    base_url: str
+    api_key: str | None = field(default=None, repr=False)
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 300.0
+    _session: aiohttp.ClientSession | None = None
+
+    async def open(self) -> None:
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.connect_timeout_s, sock_read=self.read_timeout_s
+        )
+        self._session = aiohttp.ClientSession(
+            timeout=timeout, connector=aiohttp.TCPConnector(limit=0), trust_env=True
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def url(self, path: str) -> str:
+        return self.base_url.rstrip("/") + path
+
+    def headers(self, incoming: Mapping[str, str], *, forward_authorization: bool) -> dict[str, str]:
+        out = {"Content-Type": "application/json", "Accept": incoming.get("accept", "application/json")}
+        if self.api_key:
+            out["Authorization"] = f"Bearer {self.api_key}"
+        elif forward_authorization and incoming.get("authorization"):
+            out["Authorization"] = incoming["authorization"]
+        for name in FORWARD_REQUEST_HEADERS:
+            if name in incoming:
+                out[name] = incoming[name]
+        return out
+
+    async def request(
+        self, method: str, path: str, *, headers: Mapping[str, str], data: bytes | None = None
+    ) -> aiohttp.ClientResponse:
+        """Send and wait for the response head; the caller reads (and releases) the body."""
+        if self._session is None:
+            raise UpstreamUnreachable("the upstream client is closed")
+        try:
+            return await self._session.request(method, self.url(path), data=data, headers=dict(headers))
+        except asyncio.TimeoutError as exc:
+            raise UpstreamTimeout(
+                f"no response from {self.base_url} within {self.read_timeout_s:g} s"
+            ) from exc
+        except aiohttp.ClientError as exc:
+            raise UpstreamUnreachable(f"cannot reach {self.base_url}: {exc}") from exc
+
+
+def response_headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
+    """The upstream headers a client may need, plus the content type."""
+    out = {}
+    for name, value in resp.headers.items():
+        low = name.lower()
+        if low in FORWARD_RESPONSE_HEADERS or low.startswith(FORWARD_RESPONSE_PREFIXES):
+            out[name] = value
+    out["Content-Type"] = resp.headers.get("Content-Type", "application/json")
+    return out
