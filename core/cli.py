@@ -36,6 +36,10 @@ def _trace_sets(paths: Sequence[str], seed: int, sessions: int) -> dict[str, lis
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import count_calls, default_methods, markdown, print_table, run_bench, write_json, write_plots
 
+    if getattr(args, "live", None) or getattr(args, "local", False):
+        from .bench.live import cmd_live
+
+        return cmd_live(args, console)
     if args.calibrate:
         return cmd_calibrate(args.calibrate)
     sets = _trace_sets(args.paths, args.seed, args.sessions)
@@ -181,6 +185,17 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--price-hit", type=float, default=0.075, help="$ per million cached prompt tokens")
     b.add_argument("--price-miss", type=float, default=0.75, help="$ per million uncached prompt tokens")
     b.add_argument("--price-output", type=float, default=4.50, help="$ per million output tokens")
+    b.add_argument(
+        "--live", metavar="URL", help="replay the live workload against an OpenAI-compatible endpoint"
+    )
+    b.add_argument(
+        "--local",
+        action="store_true",
+        help="start llama.cpp with SmolLM2 (tokenpilot[local]) and replay on it",
+    )
+    b.add_argument("--live-model", help="model name sent to the --live endpoint")
+    b.add_argument("--live-sessions", type=int, default=2, help="sessions of the live workload")
+    b.add_argument("--max-usd", type=float, help="refuse a --live run whose estimated cost exceeds this")
     b.set_defaults(func=cmd_bench)
 
     c = sub.add_parser("compact", help="compact recorded sessions and print what TokenPilot saved")
@@ -197,7 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "accepts_unknown_args", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         return int(args.func(args) or 0)

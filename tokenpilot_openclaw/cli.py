@@ -26,12 +26,13 @@ def _add_serve(subparsers: Any) -> None:
         p = subparsers.add_parser(
             "serve", help="run the TokenPilot proxy (needs: pip install 'tokenpilot[openclaw]')"
         )
-        p.set_defaults(func=lambda _args: _missing(reason))
+        # its real options are unknown here: take any, and say what to install
+        p.set_defaults(func=lambda _args: _missing(reason), accepts_unknown_args=True)
         return
     build_parser(subparsers)
 
 
-def _missing(exc: ImportError) -> int:
+def _missing(exc: str) -> int:
     print(
         f"tokenpilot serve needs the OpenClaw extra: pip install 'tokenpilot[openclaw]' ({exc})",
         file=sys.stderr,
@@ -60,7 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tokenpilot_openclaw")
     parser.add_argument("-v", "--verbose", action="store_true")
     register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "accepts_unknown_args", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         return int(args.func(args) or 0)
