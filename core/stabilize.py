@@ -24,7 +24,7 @@ PER_CALL_KINDS = frozenset({"DATE", "TIME", "DATETIME"})
 
 _MONTHS = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
 _DAYS = r"(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:rs(?:day)?)?|Fri(?:day)?|Sat(?:urday)?|Sun(?:day)?)"
-_TZ = r"(?:\s?(?:UTC|GMT|Z|[A-Z]{2,5}|[+-]\d{2}:?\d{2}))?"
+_TZ = r"(?:[ \t]?(?:UTC|GMT|Z|[A-Z]{2,5}|[+-]\d{2}:?\d{2})\b)?"
 _TIME = r"\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[AaPp][Mm])?"
 
 # (kind, regex). Order matters: longer, more specific forms first. When a regex has a
@@ -41,7 +41,7 @@ _BUILTIN: tuple[tuple[str, str], ...] = (
     ("DATE", rf"\b(?:{_DAYS},?\s+)?\d{{1,2}}\s+{_MONTHS},?\s+\d{{4}}"),
     ("DATE", r"\b\d{4}-\d{2}-\d{2}\b"),
     ("DATE", r"\b\d{1,2}/\d{1,2}/\d{4}\b"),
-    ("TIME", rf"(?i)current time:\s*(?P<v>{_TIME}{_TZ})"),
+    ("TIME", rf"(?i:current time):[ \t]*(?P<v>{_TIME}{_TZ})"),
     ("TIME", r"\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b"),
     ("UUID", r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"),
     ("ID", rf"(?i)\b{_IDKEYS}\s*[=:]\s*[`'\"]?(?P<v>[^\s,;|`'\"]+)"),

@@ -113,3 +113,10 @@ def test_tools_canonical_sorted_and_append_only():
     plain, _ = merge_tools([], [t("a")], include_recall=False)
     assert [x["function"]["name"] for x in plain] == ["a"]
     assert RECALL_TOOL["function"]["name"] == "recall_artifact"
+
+
+def test_a_time_value_stops_at_the_end_of_its_line():
+    """The optional time zone must not swallow the next line's first word."""
+    st = stabilize_text("Current time: 09:17\nFor exact seconds use the clock tool.\nCurrent time: 10:05 UTC")
+    assert st.text == "Current time: {{TP_TIME_1}}\nFor exact seconds use the clock tool.\nCurrent time: {{TP_TIME_2}}"
+    assert st.values == {"{{TP_TIME_1}}": "09:17", "{{TP_TIME_2}}": "10:05 UTC"}
