@@ -293,20 +293,26 @@ class Proxy:
     async def _complete(
         self, out: dict[str, Any], headers: dict[str, str], stats: SessionStats
     ) -> web.Response:
+        resp = await self._send(out, headers, stats)
+        if isinstance(resp, web.Response):
+            return resp
         try:
-            resp = await self.upstream.request(
-                "POST", "/chat/completions", headers=headers, data=wire.encode(out)
-            )
+            return await self._relay_whole(resp, stats)
+        finally:
+            resp.release()
+
+    async def _send(
+        self, out: dict[str, Any], headers: dict[str, str], stats: SessionStats
+    ) -> aiohttp.ClientResponse | web.Response:
+        """POST the managed request upstream; a timeout or refusal becomes a 504/502 answer."""
+        try:
+            return await self.upstream.request("POST", "/chat/completions", headers=headers, data=wire.encode(out))
         except UpstreamTimeout as exc:
             stats.errors += 1
             return json_error(504, str(exc), type_="upstream_timeout", code="upstream_timeout")
         except UpstreamUnreachable as exc:
             stats.errors += 1
             return json_error(502, str(exc), type_="upstream_error", code="upstream_unreachable")
-        try:
-            return await self._relay_whole(resp, stats)
-        finally:
-            resp.release()
 
     async def _relay_whole(self, resp: aiohttp.ClientResponse, stats: SessionStats) -> web.Response:
         """A whole upstream answer (errors included) returned as it came; usage recorded."""
@@ -338,17 +344,9 @@ class Proxy:
         stats: SessionStats,
         wants_usage: bool,
     ) -> web.StreamResponse:
-        headers = {**headers, "Accept": "text/event-stream"}
-        try:
-            resp = await self.upstream.request(
-                "POST", "/chat/completions", headers=headers, data=wire.encode(out)
-            )
-        except UpstreamTimeout as exc:
-            stats.errors += 1
-            return json_error(504, str(exc), type_="upstream_timeout", code="upstream_timeout")
-        except UpstreamUnreachable as exc:
-            stats.errors += 1
-            return json_error(502, str(exc), type_="upstream_error", code="upstream_unreachable")
+        resp = await self._send(out, {**headers, "Accept": "text/event-stream"}, stats)
+        if isinstance(resp, web.Response):
+            return resp
         try:
             if resp.status != 200 or not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
                 return await self._relay_whole(resp, stats)
