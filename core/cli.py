@@ -212,7 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    return run(build_parser(), argv)
+
+
+def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Parse and dispatch; a subcommand stub may take unknown options (see `serve` without its extra)."""
     args, unknown = parser.parse_known_args(argv)
     if unknown and not getattr(args, "accepts_unknown_args", False):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")

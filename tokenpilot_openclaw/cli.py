@@ -6,10 +6,11 @@ Handlers import their modules lazily, so `tokenpilot --help` works without aioht
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from tokenpilot.cli import run
 
 
 def register(subparsers: Any) -> None:
@@ -61,11 +62,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tokenpilot_openclaw")
     parser.add_argument("-v", "--verbose", action="store_true")
     register(parser.add_subparsers(dest="command", required=True))
-    args, unknown = parser.parse_known_args(argv)
-    if unknown and not getattr(args, "accepts_unknown_args", False):
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        return 130
+    return run(parser, argv)
