@@ -33,7 +33,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._canonical import artifact_id_for, canonical_json, sha256_hex
+from ._canonical import artifact_id_for
 from .errors import ConfigError
 from .estimator import Estimator, OfflineEstimator, TurnRecord, build_view, turn_record
 from .evict import (
@@ -46,7 +46,7 @@ from .evict import (
     should_evict,
 )
 from .registry import TaskRegistry
-from .tokens import count_tokens
+from .tokens import message_tokens
 from .turns import TurnSegmenter
 
 log = logging.getLogger("tokenpilot")
@@ -181,16 +181,6 @@ class Lifecycle:
         self._plan_version = 0
         self._generation = 0  # bumped by load_dict: results of older runs are dropped
         self._pending: tuple[Any, int, int, int] | None = None  # schedule "manual": the job to run
-        self._token_cache: dict[str, int] = {}  # content hash -> tokens (gate arithmetic)
-
-    def _tokens(self, message: Message) -> int:
-        """Tokens of one message as sent (canonical JSON), counted once per content."""
-        text = canonical_json(message)
-        key = sha256_hex(text)
-        n = self._token_cache.get(key)
-        if n is None:
-            n = self._token_cache[key] = count_tokens(text)
-        return n
 
     # -- observing -----------------------------------------------------------
     def observe(self, messages: Sequence[Message]) -> None:
@@ -362,9 +352,9 @@ class Lifecycle:
         plan = plan_with(artifact_id_for if self.config.cost_gate else self.archive)
         if not plan.segments:
             return
-        gross = sum(self._tokens(messages[i]) for i in plan.evicted)
+        gross = sum(message_tokens(messages[i]) for i in plan.evicted)
         if self.config.cost_gate:
-            stub_tokens = sum(self._tokens(s.stub) for s in plan.segments if s.stub)
+            stub_tokens = sum(message_tokens(s.stub) for s in plan.segments if s.stub)
             drop = self._drop | plan.evicted
             stubs = {**self._stubs, **plan.stubs}
             first = min(plan.evicted)  # the cut: everything rendered from here is re-prefilled
@@ -373,7 +363,7 @@ class Lifecycle:
                 {i - first for i in drop if i >= first},
                 {i - first: m for i, m in stubs.items() if i >= first},
             )
-            after_tokens = sum(self._tokens(m) for m in after)
+            after_tokens = sum(message_tokens(m) for m in after)
             decision = should_evict(
                 gross - stub_tokens,
                 after_tokens,

@@ -77,3 +77,26 @@ def count_tokens(text: str) -> int:
     third = _SAMPLE_CHARS // 3
     sample = text[:third] + text[mid : mid + third] + text[-third:]
     return round(len(enc.encode(sample, disallowed_special=())) * len(text) / len(sample))
+
+
+_MESSAGE_TOKENS: dict[str, int] = {}
+_MESSAGE_TOKENS_MAX = 100_000
+
+
+def message_tokens(message: object) -> int:
+    """Tokens of one message as sent (its canonical JSON), memoised by content.
+
+    Histories are re-counted on every call by the bench baselines and the eviction
+    gate; most messages repeat. The memo is bounded so a long-running proxy cannot grow
+    it without limit.
+    """
+    from ._canonical import canonical_json, sha256_hex
+
+    text = canonical_json(message)
+    key = sha256_hex(text)
+    n = _MESSAGE_TOKENS.get(key)
+    if n is None:
+        if len(_MESSAGE_TOKENS) >= _MESSAGE_TOKENS_MAX:
+            _MESSAGE_TOKENS.clear()
+        n = _MESSAGE_TOKENS[key] = count_tokens(text)
+    return n

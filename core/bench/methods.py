@@ -10,7 +10,7 @@ Baselines are deterministic stand-ins: the summary is an extract, not an LLM cal
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,23 +21,12 @@ from ..estimator import ImmediateEstimator, OfflineEstimator
 from ..lifecycle import Lifecycle, LifecycleConfig
 from ..messages import content_text
 from ..pilot import TokenPilot
-from ..tokens import count_tokens
+from ..tokens import message_tokens
 
 Message = dict[str, Any]
 
-_TOKENS: dict[str, int] = {}
 _ART = re.compile(r"art_[0-9a-f]{24}")
 STUB_PREFIX = "[tokenpilot: evicted"
-
-
-def message_tokens(msg: Mapping[str, Any]) -> int:
-    """Tokens of a message as sent (canonical JSON), memoised by content."""
-    text = canonical_json(msg)
-    key = sha256_hex(text)
-    n = _TOKENS.get(key)
-    if n is None:
-        n = _TOKENS[key] = count_tokens(text)
-    return n
 
 
 @dataclass(frozen=True, slots=True)
