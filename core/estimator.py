@@ -30,8 +30,18 @@ from .turns import Turn, call_name_args, content_text, tool_calls_of
 log = logging.getLogger("tokenpilot")
 
 EXCERPT_CHARS = 400
+# Caps on the refs a model estimator reads (prompt size). The offline estimator and the
+# registry always use every ref: a cap there once dropped "transcript.md" from a task
+# with many refs (alphabetical order), and the task that read it was evicted while the
+# current request named it (invariant I6).
 MAX_REFS_PER_TURN = 64
 MAX_REFS_PER_TASK = 128
+
+
+def prompt_refs(refs: Iterable[str], limit: int) -> list[str]:
+    """At most `limit` refs for a prompt: files, paths and URLs first, then identifiers."""
+    return sorted(refs, key=lambda r: (not ("/" in r or "." in r), r))[:limit]
+
 
 # ---------------------------------------------------------------------------
 # References: what ties one task's content to later work (residual utility).
@@ -189,7 +199,7 @@ class TurnRecord:
             "assistant": self.assistant,
             "toolCalls": [{"name": c.name, "args": c.args} for c in self.tool_calls],
             "toolResults": list(self.tool_results),
-            "refs": list(self.refs),
+            "refs": prompt_refs(self.refs, MAX_REFS_PER_TURN),
             "wrote": list(self.wrote),
             "final": self.final,
         }
@@ -260,7 +270,7 @@ def turn_record(messages: Sequence[Mapping[str, Any]], turn: Turn, seq: int) -> 
         assistant=excerpt(assistant_text),
         tool_calls=tuple(ToolCallRecord(n, excerpt(a)) for _, n, a in calls),
         tool_results=tuple(excerpt(r) for r in result_texts),
-        refs=tuple(sorted(refs)[:MAX_REFS_PER_TURN]),
+        refs=tuple(sorted(refs)),
         wrote=tuple(wrote),
         final=not calls and bool(assistant_text.strip()),
         question=_closing_question(assistant_text) if not calls else "",
@@ -292,7 +302,7 @@ class EstimatorView:
             if s.get("evicted"):
                 tasks.append({k: s[k] for k in ("taskId", "title", "lifecycle", "lastTurnSeq", "evicted")})
             else:
-                tasks.append(s)
+                tasks.append({**s, "refs": prompt_refs(s["refs"], MAX_REFS_PER_TASK)})
         return {
             "baseVersion": self.base_version,
             "tasks": tasks,
@@ -321,7 +331,7 @@ def task_summaries(registry: TaskRegistry, records: Mapping[str, TurnRecord]) ->
                 "unresolvedQuestions": list(task.unresolved_questions),
                 "firstTurnSeq": min(positions, default=-1),
                 "lastTurnSeq": max(positions, default=-1),
-                "refs": sorted(refs)[:MAX_REFS_PER_TASK],
+                "refs": sorted(refs),
             }
         )
     return out

@@ -543,3 +543,27 @@ def test_parse_delta_accepts_known_turns_and_existing_tasks():
         "taskUpdates": [{"taskId": "task_poem", "objective": "x", "lifecycle": "active"}],
     }
     assert parse_delta(json.dumps(lifecycle_only), view2) == lifecycle_only
+
+
+def test_a_use_named_in_words_keeps_the_reading_task_even_among_many_refs():
+    """I6 probe: the current request names transcript.md, which an earlier, finished task
+    read. That task has many other refs (sorted before 'transcript.md'); all count."""
+    s = Session()
+    s.user("Summarize the speakers' key points from transcript.md into speaker_summary.md")
+    s.call("read", {"path": "transcript.md"}, TRANSCRIPT)
+    for k in range(3):
+        names = "\n".join(f"see appendix_{k}{i:03d}.md and Figure_{k}{i:03d}.png" for i in range(80))
+        s.call("exec", {"command": f"ls appendix_{k}"}, "ok", text="Checking: " + names)
+    s.final("Wrote speaker_summary.md.")
+    s.user("Write a haiku about autumn leaves into poem.txt")
+    s.final("Here is the haiku.")
+    s.user("Extract the Q&A from transcript.md")
+    s.call("write", {"path": "qa.md", "content": "Q: ..."}, "ok")
+    s.final("Saved qa.md.")
+    s.user("thanks")
+    s.final("welcome")
+    lc, _ = inline(OfflineEstimator(), batch=3)
+    renders = drive(lc, s)
+    reading = task_of_turn(lc, segment_turns(s.msgs)[0].turn_id)
+    assert reading not in evicted_ids(lc)
+    assert any(TRANSCRIPT in str(m.get("content")) for m in renders[-1])
