@@ -34,6 +34,15 @@ DEFAULT_PROFILES = MappingProxyType(
     dict.fromkeys(("read", "file_read", "read_file", "view", "cat", "notebook_read"), READ_PROFILE)
 )
 
+# Tool families whose output is often large enough to be reduced (see passes/truncate.py).
+BULKY_TOOL_FAMILIES = frozenset(
+    {
+        *("bash", "shell", "powershell", "exec", "run_command", "terminal", "grep", "rg", "search_files"),
+        *("glob", "read", "file_read", "read_file", "view", "cat", "web_fetch", "fetch", "browser"),
+        *("web_search", "search", "scrape", "open_url", "screenshot", "http_get", "curl"),
+    }
+)
+
 DEFAULT_PASSES = (
     "image_downsample",
     "html_slimming",
@@ -69,8 +78,17 @@ class Config:
     """No single tool output enters the context longer than this, not even an unlimited
     read or a source the recall gate lets through in full: a 50 MB output must not
     overflow the window."""
+    min_saving: float = 0.02
+    """A reduction is applied only when its result, footer included, is at least this
+    fraction shorter than the original; otherwise the original passes unchanged (a
+    footer must never make an output longer than it was)."""
     preview_head: int = 600
     preview_tail: int = 400
+    line_numbers: Literal["compact", "strip"] = "compact"
+    """What `line_number_strip` does to numbered lines: "compact" keeps each number
+    without its padding (`12\ttext`), "strip" drops them for one `[lines a-b]` header.
+    Coding agents cite line numbers back (offsets, edit positions); stripping them
+    hides what the next call needs (measured in the README)."""
     path_max_chars: int = 80
     image_max_bytes: int = 100_000
     svg_max_bytes: int = 50_000
@@ -95,6 +113,18 @@ class Config:
     stabilize: bool = True
     volatile_patterns: tuple[VolatilePattern, ...] = ()
     register_recall_tool: bool = True
+    recall_tool_from: Literal["first_call", "first_artifact", "auto"] = "auto"
+    """When `recall_artifact` joins the tool list: on the session's first call, on the
+    first call that has something to recall (a reduced output or an evicted segment),
+    or "auto": the first call when the agent has a tool whose output is often large
+    (shells, reads, search, web fetches, see `BULKY_TOOL_FAMILIES`), else the first
+    artifact. A session whose outputs never cross the gates (tau-bench's booking
+    tools) then pays nothing for the schema; one that will need it pays no break."""
+    min_shared_tokens: int = 1024
+    """Placeholders replace the system prompt's volatile values only when at least this
+    many tokens follow the first one (what another session or day can share from the
+    cache). Below that, the session's prompt is sent as it came: a values block would
+    cost more than the sharing gains. Decided once, at the session's first call."""
     session_values: Literal["merge", "message"] = "merge"
     """Where session-constant placeholder values go: appended to the system message
     after the stable text ("merge"), or as a separate system message right after it."""
@@ -124,6 +154,7 @@ class Config:
             "call_cap",
             "call_window",
             "recall_gate_tau",
+            "min_shared_tokens",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -133,6 +164,12 @@ class Config:
             unknown += [p for p in prof if p not in PASS_ORDER]
         if unknown:
             raise ConfigError(f"unknown passes {unknown}; known: {list(PASS_ORDER)}")
+        if not isinstance(self.min_saving, (int, float)) or not 0.0 <= self.min_saving < 1.0:
+            raise ConfigError(f"min_saving must be in [0, 1), got {self.min_saving!r}")
+        if self.line_numbers not in ("compact", "strip"):
+            raise ConfigError("line_numbers must be 'compact' or 'strip'")
+        if self.recall_tool_from not in ("first_call", "first_artifact", "auto"):
+            raise ConfigError("recall_tool_from must be 'first_call', 'first_artifact' or 'auto'")
         if self.session_values not in ("merge", "message"):
             raise ConfigError("session_values must be 'merge' or 'message'")
         if self.tail_role not in ("user", "system"):

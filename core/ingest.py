@@ -46,6 +46,7 @@ _PATH_ARG_KEYS = (
     "target",
 )
 _BINARY_MIN_CHARS = 64
+DEDUP_NOTE = "identical to an earlier output"  # a repeat points at the first copy, which must stay
 _BAD_CHARS = re.compile("[\x01-\x07\x0e-\x1a\x1c-\x1f\ud800-\udfff\ufffd]")
 
 
@@ -125,7 +126,7 @@ class Ingested:
     passes: tuple[str, ...] = ()
     raw_chars: int = 0
     chars: int = 0
-    note: str = ""  # "dedup", "loop", "binary", "gated", "hard_limit" or ""
+    note: str = ""  # "dedup", "loop", "binary", "gated", "hard_limit", "not_smaller" or ""
 
 
 class Pipeline:
@@ -143,7 +144,7 @@ class Pipeline:
             "html_slimming": HtmlSlimming(),
             "json_minify": JsonMinify(),
             "format_cleaning": FormatCleaning(),
-            "line_number_strip": LineNumberStrip(),
+            "line_number_strip": LineNumberStrip(compact=cfg.line_numbers == "compact"),
             "format_slimming": FormatSlimming(),
             "path_truncation": PathTruncation(max_len=cfg.path_max_chars),
             "truncate": Truncation(
@@ -279,7 +280,7 @@ def ingest_tool_result(
             head=cfg.preview_head,
             tail=cfg.preview_tail,
             artifact_id=aid,
-            what=f"identical to an earlier output of {first} in this conversation",
+            what=f"{DEDUP_NOTE} of {first} in this conversation",
         )
         return _done(msg, out, aid, ("repeated_read_dedup",), raw_chars, "dedup", state, tool)
 
@@ -291,11 +292,24 @@ def ingest_tool_result(
         )
         applied += ("hard_limit",)
         note = "hard_limit"
-    if not applied:
+    final = _footer(out, raw_chars, applied, aid) if applied else text
+    if not applied or not _worth_it(len(final), raw_chars, applied, cfg):
         state.seen_outputs.setdefault(aid, tool)
-        return Ingested(dict(msg), None, (), raw_chars, raw_chars)
+        return Ingested(dict(msg), None, (), raw_chars, raw_chars, "" if not applied else "not_smaller")
     put(original)
-    return _done(msg, _footer(out, raw_chars, applied, aid), aid, applied, raw_chars, note, state, tool)
+    return _done(msg, final, aid, applied, raw_chars, note, state, tool)
+
+
+# Applied for safety, not size: the context limit, and images that are refused or
+# unreadable (a decompression bomb must not reach the provider, however small).
+_ALWAYS_APPLIED = frozenset({"hard_limit", "image_downsample"})
+
+
+def _worth_it(reduced_chars: int, raw_chars: int, applied: tuple[str, ...], cfg: Config) -> bool:
+    """Is the reduced form (footer included) shorter than the original by `min_saving`?"""
+    if _ALWAYS_APPLIED.intersection(applied):
+        return True
+    return reduced_chars <= raw_chars * (1.0 - cfg.min_saving)
 
 
 def _recalled(
@@ -374,13 +388,17 @@ def _ingest_parts(
                 if new is not part and "image_downsample" not in applied:
                     applied.append("image_downsample")
         out_parts.append(new)
-    if not applied:
+    if applied:
+        out_parts.append(
+            {
+                "type": "text",
+                "text": f"[tokenpilot: parts reduced ({', '.join(applied)}); {recall_hint(aid)}]",
+            }
+        )
+    if not applied or not _worth_it(len(canonical_json(out_parts)), len(original), tuple(applied), cfg):
         state.seen_outputs.setdefault(aid, ctx.tool_name)
-        return Ingested(dict(msg), None, (), len(original), len(original))
+        return Ingested(dict(msg), None, (), len(original), len(original), "not_smaller" if applied else "")
     put(original)
-    out_parts.append(
-        {"type": "text", "text": f"[tokenpilot: parts reduced ({', '.join(applied)}); {recall_hint(aid)}]"}
-    )
     return _done(msg, out_parts, aid, tuple(applied), len(original), "", state, ctx.tool_name)
 
 

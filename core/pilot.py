@@ -22,7 +22,7 @@ from typing import Any
 
 from ._canonical import canonical_json, sha256_hex
 from .artifacts import ArtifactStore, RecallResult
-from .config import Config
+from .config import BULKY_TOOL_FAMILIES, Config
 from .errors import MessageError
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
 from .ingest import (
@@ -36,7 +36,8 @@ from .ingest import (
 )
 from .lifecycle import Lifecycle, LifecycleConfig
 from .messages import check_message, check_tools, content_text, to_anthropic
-from .stabilize import RECALL_TOOL_NAME, Stabilized, merge_tools, stabilize_text, values_block
+from .passes.truncate import tool_family
+from .stabilize import RECALL_TOOL_NAME, Stabilized, merge_tools, stabilize_text, tool_name, values_block
 from .tokens import count_tokens
 
 log = logging.getLogger("tokenpilot")
@@ -129,6 +130,7 @@ class _SystemState:
     rendered: list[dict[str, Any]] = field(default_factory=list)
     tokens: int = 0
     version: int = 0
+    verbatim: bool = False  # decided at the first call: too little follows the volatile values
 
 
 class Session:
@@ -151,6 +153,20 @@ class Session:
         self.prefix_breaks = 0
         self.calls_prepared = 0
         self.lifecycle: Any = None
+        self.recallable = False  # something was stored or evicted: recall_artifact is listed
+
+
+def _calls_bulky_tool(msg: Mapping[str, Any]) -> bool:
+    """Does this assistant message call a tool whose output is often large?"""
+    calls = msg.get("tool_calls")
+    if not isinstance(calls, list):
+        return False
+    for c in calls:
+        fn = c.get("function") if isinstance(c, Mapping) else None
+        name = fn.get("name") if isinstance(fn, Mapping) else None
+        if isinstance(name, str) and tool_family(name) in BULKY_TOOL_FAMILIES:
+            return True
+    return False
 
 
 def _sig_calls(msg: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None:
@@ -316,10 +332,6 @@ class TokenPilot:
         ):
             k += 1
         self._update_system(s, messages[:k], warnings)
-        s.tools, tools_changed = merge_tools(s.tools, tools, include_recall=cfg.register_recall_tool)
-        if tools_changed:
-            s.tools_version += 1
-            s.tools_tokens = count_tokens(canonical_json(s.tools))
 
         history = messages[k:]
         n = self._match(s, history)
@@ -339,12 +351,23 @@ class TokenPilot:
                 warnings.append(str(exc))
                 s.entries.append(self._passthrough_entry(msg))
                 continue
+            if cfg.recall_tool_from == "auto" and not s.recallable and msg.get("tool_calls"):
+                s.recallable = _calls_bulky_tool(msg)  # known from the calls when the tool list is not
             entry = self._ingest(s, msg, stored)
             if entry.artifact_id:
                 reduced += 1
             s.entries.append(entry)
 
         rendered, keys, evicted = self._render_history(s, history)
+        # Tools after ingestion: `recall_artifact` may join on the first call with an artifact.
+        if s.calls_prepared == 0 and cfg.recall_tool_from == "auto" and not s.recallable:
+            s.recallable = any(tool_family(tool_name(t)) in BULKY_TOOL_FAMILIES for t in tools or ())
+        s.recallable = s.recallable or bool(stored) or bool(evicted)
+        recall = cfg.register_recall_tool and (cfg.recall_tool_from == "first_call" or s.recallable)
+        s.tools, tools_changed = merge_tools(s.tools, tools, include_recall=recall)
+        if tools_changed:
+            s.tools_version += 1
+            s.tools_tokens = count_tokens(canonical_json(s.tools))
         out = list(s.system.rendered) + rendered
         tail_start = len(out)
         tail_values = self._tail_values(s)
@@ -570,8 +593,10 @@ class TokenPilot:
         if s.system.version and raw == s.system.raw:
             return
         cfg = self.config
-        stab = tuple(self._stabilize(m.get("content")) for m in system_msgs)
         first = s.system.version == 0
+        if first:
+            s.system.verbatim = not self._worth_placeholders(system_msgs)
+        stab = tuple(self._stabilize(m.get("content"), verbatim=s.system.verbatim) for m in system_msgs)
         if first or cfg.system_updates == "replace" or len(stab) != len(s.system.stable):
             if not first and len(stab) != len(s.system.stable) and cfg.system_updates == "append":
                 warnings.append("the number of leading system messages changed: system prompt re-rendered")
@@ -589,11 +614,29 @@ class TokenPilot:
                 s.updates.append((len(s.entries), {"role": "user", "content": note}))
         s.system.current = stab  # per-call values (dates) always come from the latest prompt
 
-    def _stabilize(self, content: Any) -> Stabilized:
+    def _stabilize(self, content: Any, *, verbatim: bool = False) -> Stabilized:
         text = content_text(content) if not isinstance(content, str) else content
-        if not self.config.stabilize:
+        if not self.config.stabilize or verbatim:
             return Stabilized(text)
         return stabilize_text(text, self.config.volatile_patterns)
+
+    def _worth_placeholders(self, system_msgs: Sequence[Mapping[str, Any]]) -> bool:
+        """Do at least `min_shared_tokens` of the system prompt follow its first volatile
+        value? Only then can other sessions share enough of the cached prefix to pay for
+        the values block."""
+        after: list[str] = []
+        found = False
+        for m in system_msgs:
+            st = self._stabilize(m.get("content"))
+            if not found:
+                pos = min((st.text.find(ph) for ph, _ in st.session_values + st.call_values), default=-1)
+                if pos < 0:
+                    continue
+                found = True
+                after.append(st.text[pos:])
+            else:
+                after.append(st.text)
+        return found and count_tokens("\n".join(after)) >= self.config.min_shared_tokens
 
     @staticmethod
     def _values(stab: Sequence[Stabilized], *, per_call: bool = False) -> list[tuple[str, str]]:
@@ -747,6 +790,7 @@ class TokenPilot:
                     "current": [[x.text, x.session_values, x.call_values] for x in s.system.current],
                     "rendered": s.system.rendered,
                     "tokens": s.system.tokens,
+                    "verbatim": s.system.verbatim,
                 },
                 "tools": s.tools,
                 "tools_tokens": s.tools_tokens,
@@ -798,6 +842,7 @@ class TokenPilot:
                 s.system.current = stab(sysd["current"])
                 s.system.rendered = list(sysd["rendered"])
                 s.system.tokens = int(sysd["tokens"])
+                s.system.verbatim = bool(sysd.get("verbatim", False))
                 s.system.version = 1
             s.tools = list(data.get("tools", []))
             s.tools_tokens = int(data.get("tools_tokens", 0))

@@ -23,6 +23,10 @@ TOOLS = [
 ]
 
 
+# The test system prompt is short: placeholders only when asked to share any length.
+SHARED = Config(min_shared_tokens=0)
+
+
 def call(cid: str, name: str, **args) -> dict:
     return {
         "role": "assistant",
@@ -52,7 +56,7 @@ def tool_msgs(p):
 
 # -- layout --------------------------------------------------------------------
 def test_layout_system_values_history_tail():
-    p = TokenPilot().prepare(history(), TOOLS, session_id="s")
+    p = TokenPilot(SHARED).prepare(history(), TOOLS, session_id="s")
     sys_msg = p.messages[0]["content"]
     stable_text = sys_msg.split("<tokenpilot-values>")[0]
     assert "{{TP_DATE_1}}" in stable_text and "2026-12-02" not in stable_text
@@ -66,7 +70,7 @@ def test_layout_system_values_history_tail():
 
 
 def test_session_values_as_separate_message_and_system_tail():
-    tp = TokenPilot(Config(session_values="message", tail_role="system"))
+    tp = TokenPilot(SHARED.replace(session_values="message", tail_role="system"))
     p = tp.prepare(history(), session_id="s")
     assert p.messages[1]["role"] == "system" and "/home/alice/ws" in p.messages[1]["content"]
     assert "/home/alice/ws" not in p.messages[0]["content"]
@@ -74,6 +78,48 @@ def test_session_values_as_separate_message_and_system_tail():
     later[0] = {"role": "system", "content": SYSTEM.replace("2026-12-02", "2026-12-03")}
     q = tp.prepare(later, session_id="s")
     assert q.messages[-1]["role"] == "system" and "2026-12-03" in q.messages[-1]["content"]
+
+
+def test_placeholders_only_when_enough_of_the_prompt_follows():
+    # SYSTEM is short: a values block would cost more than any session could share.
+    p = TokenPilot().prepare(history(), TOOLS, session_id="s")
+    assert p.messages[0]["content"] == SYSTEM
+    long_tail = SYSTEM + "Policy: be careful and thorough.\n" * 300
+    msgs = [{"role": "system", "content": long_tail}, *history()[1:]]
+    q = TokenPilot().prepare(msgs, TOOLS, session_id="s")
+    assert "{{TP_DATE_1}}" in q.messages[0]["content"].split("<tokenpilot-values>")[0]
+    # decided once: a later date change in a verbatim session is an appended note, no break
+    tp = TokenPilot()
+    tp.prepare(history(), TOOLS, session_id="v")
+    later = history() + [{"role": "user", "content": "and now?"}]
+    later[0] = {"role": "system", "content": SYSTEM.replace("2026-12-02", "2026-12-03")}
+    r = tp.prepare(later, TOOLS, session_id="v")
+    assert r.stats.prefix_break is None and r.messages[0]["content"] == SYSTEM
+    assert any("2026-12-03" in str(m["content"]) for m in r.messages[1:])
+    exported = TokenPilot()
+    exported.import_session(tp.export_session("v"))
+    assert exported.prepare(later, TOOLS, session_id="v").messages == r.messages
+
+
+def test_recall_tool_joins_when_there_is_something_to_recall():
+    booking = [
+        {"type": "function", "function": {"name": "get_reservation", "parameters": {"type": "object"}}}
+    ]
+    tp = TokenPilot(Config(recall_tool_from="auto"))
+    small = [{"role": "user", "content": "hi"}, call("c1", "get_reservation", id=1), result("c1", "{}")]
+    p = tp.prepare(small, booking, session_id="t")
+    assert [t["function"]["name"] for t in p.tools] == ["get_reservation"]
+    big = small + [call("c2", "get_reservation", id=2), result("c2", LOG)]
+    q = tp.prepare(big, booking, session_id="t")
+    assert "recall_artifact" in [t["function"]["name"] for t in q.tools]
+    assert q.stats.prefix_break == "tools changed"
+    # an agent with a shell or a reader gets it from the first call (no later break)
+    p = TokenPilot().prepare(small, TOOLS, session_id="u")
+    assert "recall_artifact" in [t["function"]["name"] for t in p.tools]
+    p = TokenPilot(Config(recall_tool_from="first_call")).prepare(small, booking, session_id="w")
+    assert "recall_artifact" in [t["function"]["name"] for t in p.tools]
+    with pytest.raises(ConfigError):
+        Config(recall_tool_from="later")
 
 
 def test_stabilize_off_and_recall_tool_off():
@@ -87,11 +133,11 @@ def test_stabilize_off_and_recall_tool_off():
 def test_declared_volatile_pattern():
     msgs = history()
     msgs[0] = {"role": "system", "content": SYSTEM + "Build: nightly-8842\n"}
-    plain = TokenPilot().prepare(msgs, session_id="s")
+    plain = TokenPilot(SHARED).prepare(msgs, session_id="s")
     assert "nightly-8842" in plain.messages[0]["content"].split("<tokenpilot-values>")[0]
-    custom = TokenPilot(Config(volatile_patterns=(VolatilePattern("BUILD", r"nightly-\d+"),))).prepare(
-        msgs, session_id="s"
-    )
+    custom = TokenPilot(
+        SHARED.replace(volatile_patterns=(VolatilePattern("BUILD", r"nightly-\d+"),))
+    ).prepare(msgs, session_id="s")
     assert "{{TP_BUILD_1}}" in custom.messages[0]["content"]
 
 
@@ -122,7 +168,7 @@ def test_rewritten_tool_call_ids_keep_content_and_do_not_reingest():
 
 
 def test_date_rollover_is_not_a_prefix_break():
-    tp = TokenPilot()
+    tp = TokenPilot(SHARED)
     msgs = history()
     a = tp.prepare(msgs, session_id="s")
     later = [dict(m) for m in msgs] + [{"role": "user", "content": "next day"}]
@@ -201,15 +247,32 @@ def test_trigger_min_chars_gate():
     )
 
 
+def test_a_reduction_that_saves_too_little_is_not_applied():
+    # 3000 chars of plain text with a few trailing spaces: format cleaning saves 20 chars,
+    # less than its footer; the original must pass unchanged and nothing is stored.
+    out = ("word " * 11 + "  \n") * 50
+    p = TokenPilot().prepare(history(out), session_id="s")
+    assert tool_msgs(p)[0]["content"] == out and not p.stats.artifacts
+    # the same text with a large saving available is reduced
+    noisy = ("\x1b[31mword\x1b[0m " * 11 + "\n") * 50
+    p = TokenPilot().prepare(history(noisy), session_id="s")
+    assert len(tool_msgs(p)[0]["content"]) < len(noisy) * 0.9
+    # min_saving sets the margin: at 0.99 not even that one qualifies
+    p = TokenPilot(Config(min_saving=0.99)).prepare(history(noisy), session_id="s")
+    assert tool_msgs(p)[0]["content"] == noisy
+    with pytest.raises(ConfigError):
+        Config(min_saving=1.0)
+
+
 def test_max_tool_chars_gate_for_parts():
     parts = [
-        {"type": "text", "text": "a" * 1500 + "\x1b[0m"},
-        {"type": "text", "text": "b" * 1000 + "\x1b[0m"},
+        {"type": "text", "text": "a\x1b[0m" * 1500},
+        {"type": "text", "text": "b\x1b[0m" * 200},
     ]
     p = TokenPilot().prepare(history(parts), session_id="s")
     got = tool_msgs(p)[0]["content"]
     assert "\x1b" not in got[0]["text"] and got[1]["text"].endswith("\x1b[0m")
-    q = TokenPilot(Config(max_tool_chars=2000)).prepare(history(parts), session_id="s")
+    q = TokenPilot(Config(max_tool_chars=8000)).prepare(history(parts), session_id="s")
     assert tool_msgs(q)[0]["content"] == parts
 
 

@@ -80,3 +80,36 @@ def test_prepare_is_identical_in_two_fresh_processes(source):
         assert proc.returncode == 0, proc.stderr[-2000:]
         runs.append(json.loads(proc.stdout))
     assert runs[0] == runs[1] and runs[0]
+
+
+def _chars(content) -> int:
+    return len(content) if isinstance(content, str) else len(canonical_json(content))
+
+
+ALL_SOURCES = [
+    "claude_code_spotter",
+    "mini_swe_agent",
+    "swe_agent",
+    "tau_bench",
+    "tau2_bench",
+    "openclaw_pinchbench",
+]
+
+
+@pytest.mark.parametrize("source", ALL_SOURCES)
+def test_no_tool_output_grows(source):
+    """Never larger: a reduction that does not save `min_saving`, footer included, is not applied."""
+    cfg = Config()
+    tp = TokenPilot(cfg, lifecycle=False)
+    checked = 0
+    for s in _sessions(source):
+        p = tp.prepare(s.messages, s.tools, session_id=s.id)
+        n_sys = next((i for i, m in enumerate(s.messages) if m.get("role") not in ("system", "developer")), 0)
+        for got, want in zip(p.messages[n_sys : p.tail_start], s.messages[n_sys:]):
+            if want.get("role") != "tool" or want.get("content") is None:
+                continue
+            checked += 1
+            before, after = _chars(want["content"]), _chars(got["content"])
+            if got["content"] != want["content"]:
+                assert after <= before * (1 - cfg.min_saving), (source, before, after)
+    assert checked > 0

@@ -25,6 +25,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from tokenpilot import RECALL_TOOL_NAME
 from tokenpilot._canonical import canonical_json
+from tokenpilot.stabilize import RECALL_TOOL
 
 OpenAIMessage = dict[str, Any]
 
@@ -106,9 +107,13 @@ def to_langchain(
 
 
 def tool_specs(tools: Sequence[Any], *, include_recall: bool = False) -> list[dict[str, Any]]:
-    """OpenAI tool dicts for the core. `recall_artifact` is left to the core, which adds its
-    canonical spec from the first call (unless `include_recall`)."""
+    """OpenAI tool dicts for the core. `include_recall`: the caller's own `recall_artifact`
+    spec is kept as given; otherwise it is replaced by the core's canonical spec. Either
+    way the model sees it from the first call: the graph's tool node executes it, and a
+    tool added later would break the cached prefix (the core alone would add it only
+    once there is something to recall)."""
     specs = [convert_to_openai_tool(t) for t in tools]
     if include_recall:
         return specs
-    return [s for s in specs if (s.get("function") or {}).get("name") != RECALL_TOOL_NAME]
+    own = [s for s in specs if (s.get("function") or {}).get("name") != RECALL_TOOL_NAME]
+    return [*own, dict(RECALL_TOOL)]
