@@ -16,6 +16,7 @@ than re-prefilling everything after the cut once.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from ._canonical import canonical_json
 from .pairing import validate_pairing
 from .pricing import Prices
 from .registry import TaskRegistry
-from .turns import Turn, tool_calls_of
+from .turns import Turn, call_name_args, tool_calls_of
 
 __all__ = [
     "Decision",
@@ -40,6 +41,7 @@ __all__ = [
 
 Message = Mapping[str, Any]
 _PREAMBLE = frozenset({"system", "developer"})
+_DESCRIBE_KEYS = ("file_path", "path", "command", "pattern", "url", "query", "filepath", "file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,7 @@ class Segment:
     task_ids: tuple[str, ...]
     artifact_id: str
     stub: dict[str, Any] | None
+    reasons: tuple[str, ...] = ()  # per turn, for bundles retired by a segment rule; empty for tasks
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +64,7 @@ class Segment:
             "taskIds": list(self.task_ids),
             "artifactId": self.artifact_id,
             "stub": self.stub,
+            "reasons": list(self.reasons),
         }
 
     @classmethod
@@ -72,6 +76,7 @@ class Segment:
             tuple(d["taskIds"]),
             str(d["artifactId"]),
             dict(d["stub"]) if d.get("stub") else None,
+            tuple(d.get("reasons", ())),
         )
 
 
@@ -117,6 +122,35 @@ def stub_text(title: str, outcome: str, start: int, end: int, artifact_id: str) 
     )
 
 
+def _describe_call(messages: Sequence[Message], turn: Turn) -> str:
+    """`Read core/x.py`, `Bash "pytest -q"`: what a bundle asked for, in a few words."""
+    parts = []
+    for k in range(turn.start, turn.end):
+        for c in tool_calls_of(messages[k]):
+            name, raw = call_name_args(c)
+            try:
+                args = json.loads(raw) if raw.strip() else {}
+            except ValueError:
+                args = {}
+            what = ""
+            if isinstance(args, Mapping):
+                for key in _DESCRIBE_KEYS:
+                    if isinstance(args.get(key), str) and args[key].strip():
+                        what = args[key]
+                        break
+            parts.append(f"{name} {_clean(what, 60)}".strip() if what else name)
+    return ", ".join(parts) or "turn"
+
+
+def segment_stub_text(items: Sequence[str], start: int, end: int, artifact_id: str) -> str:
+    """The one line that stands in for tool bundles a segment rule retired."""
+    shown = "; ".join(items)
+    return (
+        f"[tokenpilot: evicted {len(items)} tool result(s) no longer needed: {shown}. "
+        f'Messages {start}..{end - 1}; recall_artifact(artifact_id="{artifact_id}") returns them all]'
+    )
+
+
 def _linked_groups(messages: Sequence[Message], turns: Sequence[Turn]) -> list[int]:
     """Union-find over turns: turns sharing a tool-call id must be evicted together."""
     parent = list(range(len(turns)))
@@ -153,10 +187,14 @@ def plan_eviction(
     archive: Callable[[str], str],
     keep_from: int | None = None,
     already_evicted: Collection[int] = frozenset(),
+    bundles: Mapping[int, str] | None = None,
+    from_index: int = 0,
 ) -> EvictionPlan:
-    """Plan the eviction of every turn whose owners are all evictable.
+    """Plan the eviction of every turn whose owners are all evictable, and of the
+    tool bundles (turn index -> reason) a segment rule retired.
 
     `keep_from`: messages at or after this index are the current batch and stay.
+    `from_index`: only turns starting at or after this message go (the cost gate's cut).
     `already_evicted`: indices gone in an earlier plan; they are neither planned
     again nor counted as kept, and new segments never merge with old ones (an old
     stub keeps its bytes).
@@ -169,19 +207,23 @@ def plan_eviction(
     limit = len(messages) if keep_from is None else min(keep_from, len(messages))
     last = len(turns) - 1
 
-    def candidate(t: int) -> bool:
+    retired = bundles or {}
+
+    def movable(t: int) -> bool:
         turn = turns[t]
-        own = owners.get(turn.turn_id, [])
         return (
             t != last
             and turn.complete
             and turn.end <= limit
-            and bool(own)
-            and all(tasks[o].lifecycle == "evictable" for o in own)
+            and turn.start >= from_index
             and not any(k in gone for k in range(turn.start, turn.end))
         )
 
-    chosen = [candidate(t) for t in range(len(turns))]
+    def task_done(t: int) -> bool:
+        own = owners.get(turns[t].turn_id, [])
+        return bool(own) and all(tasks[o].lifecycle == "evictable" for o in own)
+
+    by_task = [movable(t) and task_done(t) for t in range(len(turns))]
     # A task goes in one piece: if one of its turns must stay (current batch, last
     # turn), its other turns wait too, so one task never costs two cache breaks.
     held = {
@@ -190,7 +232,9 @@ def plan_eviction(
         if t == last or not turn.complete or turn.end > limit
         for o in owners.get(turn.turn_id, [])
     }
-    chosen = [c and not held.intersection(owners.get(turns[t].turn_id, [])) for t, c in enumerate(chosen)]
+    by_task = [c and not held.intersection(owners.get(turns[t].turn_id, [])) for t, c in enumerate(by_task)]
+    by_rule = [not by_task[t] and t in retired and movable(t) for t in range(len(turns))]
+    chosen = [a or b for a, b in zip(by_task, by_rule)]
     groups = _linked_groups(messages, turns)
     fully_gone = [all(k in gone for k in range(t.start, t.end)) for t in turns]
     while True:  # both steps only un-choose turns, so this ends
@@ -207,33 +251,57 @@ def plan_eviction(
     segments: list[Segment] = []
     run: list[int] = []
 
-    def owner_key(t: int) -> tuple[str, ...]:
-        return tuple(owners.get(turns[t].turn_id, []))
+    def owner_key(t: int) -> tuple[Any, ...]:
+        return (by_rule[t], tuple(owners.get(turns[t].turn_id, [])))
+
+    def span_start(t: int) -> int:
+        # A bundle retired by a rule goes without the messages that opened its turn:
+        # the user's words stay; the assistant's call and its results go together.
+        return assistant_index(messages, turns[t]) if by_rule[t] else turns[t].start
 
     def flush() -> None:
         if not run:
             return
-        start, end = turns[run[0]].start, turns[run[-1]].end
-        task_ids = owner_key(run[0])
+        start, end = span_start(run[0]), turns[run[-1]].end
+        rule, task_ids = owner_key(run[0])
         aid = archive(canonical_json([dict(m) for m in messages[start:end]]))
+        reasons = tuple(retired[t] for t in run) if rule else ()
         stub_msg = None
-        if stub:
+        if stub and rule:
+            items = []
+            for t in run:
+                what = f"{_describe_call(messages, turns[t])} ({retired[t]})"
+                if len(run) > 1:  # each bundle also on its own, so a recall brings back only what is needed
+                    one = archive(canonical_json([dict(m) for m in messages[span_start(t) : turns[t].end]]))
+                    what += f" = {one}"
+                items.append(what)
+            stub_msg = {"role": "user", "content": segment_stub_text(items, start, end, aid)}
+        elif stub:
             task = tasks[task_ids[0]]
             outcome = "; ".join(task.completion_evidence) or task.lifecycle
             stub_msg = {"role": "user", "content": stub_text(task.title, outcome, start, end, aid)}
-        segments.append(Segment(start, end, tuple(turns[t].turn_id for t in run), task_ids, aid, stub_msg))
+        turn_ids = tuple(turns[t].turn_id for t in run)
+        segments.append(Segment(start, end, turn_ids, task_ids, aid, stub_msg, reasons))
         run.clear()
 
     for t in range(len(turns)):
         if not chosen[t]:
             flush()
             continue
-        if run and (turns[run[-1]].end != turns[t].start or owner_key(run[-1]) != owner_key(t)):
+        if run and (turns[run[-1]].end != span_start(t) or owner_key(run[-1]) != owner_key(t)):
             flush()
         run.append(t)
     flush()
     evicted = frozenset(k for s in segments for k in range(s.start, s.end))
     return EvictionPlan(evicted, tuple(segments))
+
+
+def assistant_index(messages: Sequence[Message], turn: Turn) -> int:
+    """Where a turn's assistant message is (after the messages that opened the turn)."""
+    for k in range(turn.start, turn.end):
+        if messages[k].get("role") == "assistant":
+            return k
+    return turn.start
 
 
 def _keep_user_first(
@@ -261,13 +329,16 @@ def _keep_user_first(
 # Cost gate.
 # ---------------------------------------------------------------------------
 MIN_EXPECTED_CALLS = 3
+EXPECTED_CALLS_RATIO = 0.5
 
 
-def expected_remaining_calls(calls_so_far: int, minimum: int = MIN_EXPECTED_CALLS) -> int:
+def expected_remaining_calls(
+    calls_so_far: int, minimum: int = MIN_EXPECTED_CALLS, ratio: float = EXPECTED_CALLS_RATIO
+) -> int:
     """Half the calls so far, at least `minimum`. The Lindy estimate (as many again)
     proved optimistic on short conversations (tau-bench: sessions end once the task
     is done), where evictions then cost more re-prefill than they saved."""
-    return max(int(calls_so_far) // 2, minimum)
+    return max(int(calls_so_far * ratio), minimum)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,19 +374,25 @@ def should_evict(
     tokens_after_cut: int,
     expected_remaining_calls: int,
     prices: Prices | None = None,
+    profile: str = "openai",
+    min_tokens: int = 0,
 ) -> Decision:
-    """Evict only when evicted × p_hit × calls > after_cut × (p_miss − p_hit).
+    """Evict only when evicted × p_hit × calls > after_cut × (p_write − p_hit).
 
     Left: what later calls save by not reading the evicted tokens from the cache.
     Right: the one-time price of re-prefilling everything after the cut, which
-    would otherwise have been a cache hit.
+    would otherwise have been a cache hit; the provider charges it as a cache write
+    (`profile`: Anthropic 1.25× an uncached token, OpenAI 1×). At most `min_tokens`
+    evicted is never worth a break: a small saving is the likeliest to be needed back.
     """
     p = prices or Prices()
     saving = evicted_tokens * p.hit * expected_remaining_calls / 1e6
-    cost = tokens_after_cut * (p.miss - p.hit) / 1e6
-    evict = evicted_tokens > 0 and saving > cost
+    cost = tokens_after_cut * (p.write_price(profile) - p.hit) / 1e6
+    evict = evicted_tokens > max(min_tokens, 0) and saving > cost
     if evicted_tokens <= 0:
         reason = "nothing to evict"
+    elif evicted_tokens <= min_tokens:
+        reason = f"{evicted_tokens} tokens are not worth a cache break (minimum {min_tokens})"
     elif evict:
         reason = f"saves ${saving:.6f} over {expected_remaining_calls} calls > re-prefill ${cost:.6f}"
     else:

@@ -14,7 +14,7 @@ history, and `view(history)` to learn what to drop and which stubs to insert.
   cache breaks only at batch boundaries (I6).
 - The cost gate (`cost_gate=True`) defers an eviction that would cost more in
   re-prefill than it saves (`evict.should_evict`); expected remaining calls are
-  the calls so far (at least `expected_calls_min`). A deferred eviction is
+  half the calls so far (`expected_calls_ratio`, at least `expected_calls_min`). A deferred eviction is
   reconsidered when the next estimator result is applied.
 - The plan is cumulative: an evicted segment stays evicted, even if its task is
   later resumed. Resurrecting content would break the cache a second time, and
@@ -37,17 +37,20 @@ from ._canonical import artifact_id_for
 from .errors import ConfigError
 from .estimator import Estimator, OfflineEstimator, TurnRecord, build_view, turn_record
 from .evict import (
+    EXPECTED_CALLS_RATIO,
     EvictionPlan,
     Prices,
     Segment,
+    assistant_index,
     expected_remaining_calls,
     plan_eviction,
     render,
     should_evict,
 )
 from .registry import TaskRegistry
+from .segments import BundleRecord, SegmentRules, bundle_record, evictable_bundles, rule_of
 from .tokens import message_tokens
-from .turns import TurnSegmenter
+from .turns import Turn, TurnSegmenter
 
 log = logging.getLogger("tokenpilot")
 
@@ -62,7 +65,7 @@ class LifecycleConfig:
     "background" on a worker thread, "manual" leaves it to the host (`due`,
     `run_pending`), e.g. a LangGraph node beside the agent node.
     `expected_calls_min`: floor of the gate's expected remaining calls (which is
-    otherwise the number of calls so far). `max_view_turns`: at most this many new
+    otherwise `expected_calls_ratio` times the calls so far). `max_view_turns`: at most this many new
     turns go to one estimator run (older unseen ones stay unowned, hence kept).
     """
 
@@ -72,7 +75,16 @@ class LifecycleConfig:
     schedule: Literal["inline", "background", "manual"] = "background"
     prices: Prices = field(default_factory=Prices)
     expected_calls_min: int = 3
+    expected_calls_ratio: float = EXPECTED_CALLS_RATIO
+    min_evict_tokens: int = 5000
+    """The gate never breaks the cache for this many evicted tokens or fewer."""
     max_view_turns: int = 24
+    segments: SegmentRules | None = field(default_factory=SegmentRules)
+    """Segment-level rules (see `segments.py`): tool bundles inside a live task that
+    may go. None: only whole tasks are evicted, as in the paper."""
+    cache_profile: str = "openai"
+    """Provider cache the gate prices a re-prefill for: a cache write costs the
+    profile's multiple of an uncached token (Anthropic 1.25x, OpenAI 1x)."""
 
     def __post_init__(self) -> None:
         if self.batch_turns is not None and (
@@ -83,6 +95,8 @@ class LifecycleConfig:
             raise ConfigError(f"batch_turns must be a positive integer or None, not {self.batch_turns!r}")
         if self.schedule not in ("inline", "background", "manual"):
             raise ConfigError(f"schedule must be 'inline' or 'background', not {self.schedule!r}")
+        if not 0 < self.expected_calls_ratio <= 10:
+            raise ConfigError("expected_calls_ratio must be in (0, 10]")
         if self.expected_calls_min < 1 or self.max_view_turns < 1:
             raise ConfigError("expected_calls_min and max_view_turns must be >= 1")
         if self.prices.miss < self.prices.hit or self.prices.hit < 0:
@@ -101,14 +115,30 @@ class LifecycleConfig:
                 "write": self.prices.write,
             },
             "expected_calls_min": self.expected_calls_min,
+            "expected_calls_ratio": self.expected_calls_ratio,
+            "min_evict_tokens": self.min_evict_tokens,
             "max_view_turns": self.max_view_turns,
+            "segments": self.segments.to_dict() if self.segments is not None else None,
+            "cache_profile": self.cache_profile,
         }
+
+    @classmethod
+    def for_profile(cls, profile: str, **overrides: Any) -> LifecycleConfig:
+        """Defaults for a provider's cache economics. OpenAI (a re-prefill costs 1x, cached
+        in 128-token steps): batches of 3 turns. Anthropic (a re-prefill is a cache write
+        at 1.25x): batches of 5, so fewer, larger evictions (the README's B sweep on both)."""
+        base: dict[str, Any] = {"cache_profile": profile}
+        if profile.startswith("anthropic"):
+            base["batch_turns"] = 5
+        return cls(**{**base, **overrides})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LifecycleConfig:
         d = dict(d)
         if "prices" in d:
             d["prices"] = Prices(**d["prices"])
+        if "segments" in d:
+            d["segments"] = SegmentRules.from_dict(d["segments"]) if d["segments"] is not None else None
         return cls(**d)
 
 
@@ -145,6 +175,8 @@ def _new_stats() -> dict[str, Any]:
         "turns_evicted": 0,
         "prefix_breaks": 0,
         "tokens_evicted": 0,
+        "bundles_evicted": 0,
+        "bundle_reasons": {},
         "segments_invalidated": 0,
         "gate_decisions": [],
     }
@@ -169,6 +201,7 @@ class Lifecycle:
         self._lock = threading.RLock()
         self._segmenter = TurnSegmenter()
         self._records: dict[tuple[str, int], TurnRecord] = {}
+        self._bundles: dict[tuple[str, int, int], BundleRecord] = {}
         self._trigger_mark = 0  # complete turns when the last run started
         self._covered = 0  # complete turns that a successful run has seen
         self._calls = 0
@@ -300,7 +333,10 @@ class Lifecycle:
     def _check_segments(self, messages: Sequence[Message]) -> None:
         """Forget segments whose turns are no longer where they were (the caller
         rewrote the history): dropping by stale indices could split a tool bundle."""
-        starts = {t.start: t for t in self._segmenter.update(messages)}
+        starts = {}
+        for t in self._segmenter.update(messages):
+            starts[t.start] = t
+            starts.setdefault(assistant_index(messages, t), t)  # a bundle evicted without its opener
         valid = []
         for seg in self._segments:
             at, ok = seg.start, True
@@ -336,8 +372,9 @@ class Lifecycle:
             keep_from = min(res.keep_from, len(messages))
         self._ready.clear()
         turns = self._segmenter.update(messages)
+        bundles = self._retired_bundles(messages, turns)
 
-        def plan_with(archive: Callable[[str], str]) -> EvictionPlan:
+        def plan_with(archive: Callable[[str], str], from_index: int = 0) -> EvictionPlan:
             return plan_eviction(
                 messages,
                 turns,
@@ -346,45 +383,88 @@ class Lifecycle:
                 archive=archive,
                 keep_from=keep_from,
                 already_evicted=self._drop,
+                bundles=bundles,
+                from_index=from_index,
             )
 
         # Plan with content ids first; archive for real only what the gate lets through.
         plan = plan_with(artifact_id_for if self.config.cost_gate else self.archive)
         if not plan.segments:
             return
-        gross = sum(message_tokens(messages[i]) for i in plan.evicted)
         if self.config.cost_gate:
-            stub_tokens = sum(message_tokens(s.stub) for s in plan.segments if s.stub)
-            drop = self._drop | plan.evicted
-            stubs = {**self._stubs, **plan.stubs}
-            first = min(plan.evicted)  # the cut: everything rendered from here is re-prefilled
-            after = render(
-                messages[first:],
-                {i - first for i in drop if i >= first},
-                {i - first: m for i, m in stubs.items() if i >= first},
-            )
-            after_tokens = sum(message_tokens(m) for m in after)
-            decision = should_evict(
-                gross - stub_tokens,
-                after_tokens,
-                expected_remaining_calls(self._calls, self.config.expected_calls_min),
-                self.config.prices,
-            )
+            decision, cut = self._best_cut(messages, plan)
             self.stats["gate_decisions"].append(decision.to_dict())
             if not decision.evict:
                 log.info("tokenpilot: eviction deferred by the cost gate: %s", decision.reason)
                 return
-            plan = plan_with(self.archive)  # same segments (deterministic), now stored
-            drop, stubs = self._drop | plan.evicted, {**self._stubs, **plan.stubs}
-        else:
-            drop, stubs = self._drop | plan.evicted, {**self._stubs, **plan.stubs}
-        self._drop, self._stubs = set(drop), stubs
+            plan = plan_with(self.archive, cut)  # the segments from the cut on (deterministic), now stored
+            if not plan.segments:
+                return
+        gross = sum(message_tokens(messages[i]) for i in plan.evicted)
+        self._drop = self._drop | set(plan.evicted)
+        self._stubs = {**self._stubs, **plan.stubs}
         self._segments.extend(plan.segments)
         self._plan_version += 1
         self.stats["evictions"] += len(plan.segments)
         self.stats["turns_evicted"] += sum(len(s.turn_ids) for s in plan.segments)
         self.stats["prefix_breaks"] += 1
         self.stats["tokens_evicted"] += gross
+        for seg in plan.segments:
+            self.stats["bundles_evicted"] += len(seg.reasons)
+            for reason in seg.reasons:
+                rule = rule_of(reason)
+                self.stats["bundle_reasons"][rule] = self.stats["bundle_reasons"].get(rule, 0) + 1
+
+    def _retired_bundles(self, messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, str]:
+        """Turn index -> reason, for tool bundles a segment rule retires now."""
+        rules = self.config.segments
+        if rules is None or not rules.enabled:
+            return {}
+        records = []
+        for t in turns:
+            key = (t.turn_id, t.start, t.end)
+            rec = self._bundles.get(key)
+            if rec is None:
+                rec = self._bundles[key] = bundle_record(messages, t)
+            records.append(rec)
+        return evictable_bundles(records, rules)
+
+    def _best_cut(self, messages: Sequence[Message], plan: EvictionPlan) -> tuple[Any, int]:
+        """The cost gate over every possible cut: evicting only the segments from a
+        later start on re-prefills less. Returns the decision with the largest net
+        saving (or, when none pays, the one for the whole plan) and its cut."""
+        calls = expected_remaining_calls(
+            self._calls, self.config.expected_calls_min, self.config.expected_calls_ratio
+        )
+        best: tuple[float, Any, int] | None = None
+        first = None
+        for cut in sorted({s.start for s in plan.segments}):
+            segs = [s for s in plan.segments if s.start >= cut]
+            evicted = {i for s in segs for i in range(s.start, s.end)}
+            gross = sum(message_tokens(messages[i]) for i in evicted)
+            stub_tokens = sum(message_tokens(s.stub) for s in segs if s.stub)
+            drop = self._drop | evicted
+            stubs = {**self._stubs, **{s.start: (s.stub,) for s in segs if s.stub is not None}}
+            after = render(
+                messages[cut:],
+                {i - cut for i in drop if i >= cut},
+                {i - cut: m for i, m in stubs.items() if i >= cut},
+            )
+            decision = should_evict(
+                gross - stub_tokens,
+                sum(message_tokens(m) for m in after),
+                calls,
+                self.config.prices,
+                self.config.cache_profile,
+                self.config.min_evict_tokens,
+            )
+            if first is None:
+                first = (decision, cut)
+            net = decision.saving_usd - decision.cost_usd
+            if decision.evict and (best is None or net > best[0]):
+                best = (net, decision, cut)
+        assert first is not None
+        return (best[1], best[2]) if best is not None else first
 
     @property
     def segments(self) -> list[Segment]:

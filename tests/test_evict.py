@@ -307,3 +307,14 @@ def test_expected_remaining_calls_is_half_the_calls_so_far_min_three():
     assert expected_remaining_calls(2) == 3
     assert expected_remaining_calls(40) == 20
     assert expected_remaining_calls(1, minimum=5) == 5
+
+
+def test_cost_gate_prices_a_reprefill_as_the_profiles_cache_write_and_has_a_minimum():
+    openai = should_evict(10_000, 2_000, 5)
+    anthropic = should_evict(10_000, 2_000, 5, profile="anthropic")
+    assert anthropic.cost_usd == pytest.approx(2_000 * (0.75 * 1.25 - 0.075) / 1e6)
+    assert anthropic.cost_usd > openai.cost_usd
+    small = should_evict(4_000, 0, 100, min_tokens=5_000)
+    assert not small.evict and "not worth a cache break" in small.reason
+    assert should_evict(6_000, 0, 100, min_tokens=5_000).evict
+    assert expected_remaining_calls(40, ratio=0.25) == 10

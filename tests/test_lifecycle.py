@@ -408,9 +408,11 @@ def test_property_renders_extend_each_other_between_plan_changes(s, batch, gate,
         else:
             assert is_prefix(renders[k - 1], renders[k])
     assert changes == lc.stats["prefix_breaks"] == versions[-1]
-    # The last turn and live tasks' turns are always in view.
+    # Live tasks' turns leave the view only as tool bundles a segment rule retired, each
+    # with its reason; whole-task eviction never touches them.
     live = {tid for t in lc.registry.tasks if t.lifecycle != "evictable" for tid in t.turn_ids}
-    assert not live & {tid for seg in lc.segments for tid in seg.turn_ids}
+    assert not live & {tid for seg in lc.segments if not seg.reasons for tid in seg.turn_ids}
+    assert all(len(seg.reasons) == len(seg.turn_ids) for seg in lc.segments if seg.reasons)
 
 
 def test_rewritten_history_invalidates_stale_segments():

@@ -1,0 +1,375 @@
+"""Segment-level lifecycle: tool bundles inside a task whose content nothing needs any more.
+
+A coding session is one long task that never finishes, so task-level eviction has
+nothing to remove. Inside it, most tool output has a short useful life: a file read
+is replaced by the next read of that file, a test run by the next run of the same
+command, a search by the reads of its hits, and a large output the agent stopped
+talking about is dead weight that every later call re-reads.
+
+A *bundle* is one turn with tool calls (the assistant's call(s) plus their results),
+the unit `evict.plan_eviction` removes whole. `bundle_record` describes one from the
+frozen history (pure, memoisable); `evictable_bundles` applies the rules below to
+the records and says which bundles may go, and why:
+
+- **superseded read**: a read of a file, later read again (the same range, or the
+  whole file) or written whole; optionally also a later edit of it.
+- **superseded command**: a command (any tool call) later run again with the very
+  same arguments.
+- **consumed listing**: a search or listing whose hits were all opened later or
+  never named again.
+- **stale output**: a large result whose identifiers the agent has not used for
+  `stale_after_turns` turns.
+
+*Use* is what the agent and the user say and do: paths, file names and identifiers
+in user text, assistant text and tool-call arguments (a use named in words counts).
+A use is charged to the latest bundle whose results contain that reference, so a
+name every output mentions keeps only its latest carrier alive. A bundle that a
+later turn uses within the protection window is never evicted, nor one younger than
+`min_age_turns`. A bundle whose turn opened with a user message goes without it:
+the user's words always stay.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._canonical import canonical_json
+from .estimator import extract_refs
+from .ingest import DEDUP_NOTE
+from .tokens import message_tokens
+from .turns import Turn, call_name_args, content_text, tool_calls_of
+
+Message = Mapping[str, Any]
+
+_READ_TOOLS = frozenset(
+    {"read", "file_read", "read_file", "view", "cat", "notebook_read", "str_replace_editor"}
+)
+_WRITE_TOOLS = frozenset({"write", "create_file", "write_file", "create"})
+_EDIT_TOOLS = frozenset(
+    {"edit", "multiedit", "str_replace", "apply_patch", "patch", "notebook_edit", "insert"}
+)
+_SEARCH_TOOLS = frozenset(
+    {
+        "grep",
+        "glob",
+        "ls",
+        "find",
+        "rg",
+        "search",
+        "list_dir",
+        "list_files",
+        "find_file",
+        "search_dir",
+        "search_file",
+    }
+)
+_PATH_KEYS = ("file_path", "path", "filepath", "filename", "file", "notebook_path", "target_file")
+_RANGE_KEYS = ("offset", "limit", "view_range", "start_line", "end_line", "line_start", "line_end")
+_MAX_RESULT_SCAN = 200_000  # chars of one result scanned for references (linear, bounded)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRules:
+    """Which segment rules run, with their thresholds. Each one is measured in the README.
+
+    `stale_after_turns`: a result unused for this many turns may go (None: never).
+    `stale_min_tokens`: only results at least this large are worth a stale eviction.
+    `min_age_turns`: no rule evicts a bundle younger than this many turns.
+    `edit_supersedes_read`: a later edit of a file (not only a whole write) retires
+    an earlier read of it; off by default: the agent quotes the unedited rest back.
+    """
+
+    superseded_reads: bool = True
+    superseded_commands: bool = True
+    consumed_listings: bool = True
+    stale_after_turns: int | None = 8
+    stale_min_tokens: int = 200
+    min_age_turns: int = 3
+    edit_supersedes_read: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "superseded_reads": self.superseded_reads,
+            "superseded_commands": self.superseded_commands,
+            "consumed_listings": self.consumed_listings,
+            "stale_after_turns": self.stale_after_turns,
+            "stale_min_tokens": self.stale_min_tokens,
+            "min_age_turns": self.min_age_turns,
+            "edit_supersedes_read": self.edit_supersedes_read,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SegmentRules:
+        return cls(**dict(d))
+
+    @property
+    def enabled(self) -> bool:
+        return (
+            self.superseded_reads
+            or self.superseded_commands
+            or self.consumed_listings
+            or self.stale_after_turns is not None
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BundleRecord:
+    """One turn, as the segment rules see it."""
+
+    turn_id: str
+    opens_with_user: bool
+    has_calls: bool
+    kind: str  # "read", "write", "edit", "search", "command", "none"
+    paths: tuple[str, ...]  # files the calls named (read, written, edited or listed)
+    whole_read: bool  # a read without a line range
+    call_key: str  # tool names + canonical arguments (identical reruns share it)
+    uses: frozenset[str]  # references in the turn's user text, assistant text and arguments
+    provides: frozenset[str]  # references in its tool results
+    hits: frozenset[str]  # file paths a search or listing returned
+    failed: bool
+    repeat: bool  # a result is a dedup preview pointing at an earlier copy: it supersedes nothing
+    tokens: int
+
+
+def _norm_tool(name: str) -> str:
+    return name.rsplit("__", 1)[-1].rsplit(".", 1)[-1].lower()
+
+
+def _args(raw: str) -> Mapping[str, Any]:
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, Mapping) else {}
+
+
+def _path_of(args: Mapping[str, Any]) -> str | None:
+    for key in _PATH_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+_SHELL_TOOLS = frozenset({"bash", "shell", "exec", "sh", "run_shell_command", "terminal", "powershell"})
+_SHELL_READERS = frozenset({"cat", "sed", "head", "tail", "nl", "less", "more"})
+_SHELL_SEARCH = frozenset({"grep", "rg", "find", "ls", "tree", "fd", "ag"})
+_LEADING_CD = re.compile(r"^\s*cd\s+\S+\s*&&\s*")
+_REDIRECT = re.compile(r"(?:^|[^2&])>>?\s*([^\s|&;<>]+)")
+
+
+def _shell(command: str) -> tuple[str, str | None, bool]:
+    """(kind, path, whole) of a simple shell command: what a coding agent reads or writes.
+
+    Only plain one-command lines are classified; anything else (pipelines that run
+    programs, scripts, installs) is a "command", retired only by an identical rerun.
+    """
+    cmd = _LEADING_CD.sub("", command.strip(), count=1)
+    if not cmd or "\n" in cmd.split("<<", 1)[0]:
+        return "command", None, False
+    m = _REDIRECT.search(cmd.split("<<", 1)[0])
+    if m and m.group(1) not in ("/dev/null",):
+        return "write", m.group(1), True
+    try:
+        words = shlex.split(cmd.split("|", 1)[0])
+    except ValueError:
+        return "command", None, False
+    if not words:
+        return "command", None, False
+    prog = words[0].rsplit("/", 1)[-1]
+    files = [w for w in words[1:] if not w.startswith("-") and ("/" in w or "." in w)]
+    if prog == "sed" and "-i" in words:
+        return "edit", files[-1] if files else None, False
+    if prog in _SHELL_READERS and len(files) == 1 and "|" not in cmd:
+        whole = prog == "cat" and len(words) == 2
+        return "read", files[0], whole
+    if prog in _SHELL_READERS and len(files) == 1:
+        return "read", files[0], False
+    if prog in _SHELL_SEARCH:
+        return "search", None, False
+    return "command", None, False
+
+
+def _kind(name: str, args: Mapping[str, Any]) -> str:
+    tool = _norm_tool(name)
+    if tool in _SHELL_TOOLS and isinstance(args.get("command"), str):
+        return _shell(args["command"])[0]
+    if tool == "str_replace_editor":  # SWE-agent's editor: the command says what it does
+        cmd = str(args.get("command", ""))
+        return {"view": "read", "create": "write"}.get(cmd, "edit")
+    if tool in _READ_TOOLS:
+        return "read"
+    if tool in _WRITE_TOOLS:
+        return "write"
+    if tool in _EDIT_TOOLS:
+        return "edit"
+    if tool in _SEARCH_TOOLS:
+        return "search"
+    return "command"
+
+
+def _failed(text: str) -> bool:
+    head = text.lstrip()[:200].lower()
+    return head.startswith(("error", "<tool_use_error>", "traceback", "failed", "exception"))
+
+
+def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
+    """The record of one turn (pure: the same messages give the same record)."""
+    user_texts: list[str] = []
+    intent: list[str] = []
+    results: list[str] = []
+    calls: list[tuple[str, Mapping[str, Any], str]] = []
+    tokens = 0
+    for k in range(turn.start, turn.end):
+        m = messages[k]
+        role = m.get("role")
+        text = content_text(m.get("content"))
+        tokens += message_tokens(m)
+        if role == "assistant":
+            intent.append(text)
+            for c in tool_calls_of(m):
+                name, raw = call_name_args(c)
+                calls.append((name, _args(raw), raw))
+                intent.append(raw[:20_000])
+        elif role == "tool":
+            results.append(text[:_MAX_RESULT_SCAN])
+        else:
+            user_texts.append(text)
+    kinds = {_kind(n, a) for n, a, _ in calls}
+    kind = kinds.pop() if len(kinds) == 1 else ("command" if kinds else "none")
+    paths_set: set[str] = set()
+    whole = kind == "read"
+    for n, a, _ in calls:
+        if _norm_tool(n) in _SHELL_TOOLS and isinstance(a.get("command"), str):
+            _, path, whole_cmd = _shell(a["command"])
+            whole = whole and whole_cmd
+        else:
+            path = _path_of(a)
+            whole = whole and not any(a.get(key) for key in _RANGE_KEYS)
+        if path:
+            paths_set.add(path)
+    paths = tuple(sorted(paths_set))
+    call_key = canonical_json([[_norm_tool(n), a if a else raw] for n, a, raw in calls])
+    result_text = "\n".join(results)
+    # What the bundle introduced: the references in its results, and the files it named
+    # (a later edit or mention of a file uses the read that showed it).
+    # Only a read or a whole write holds a file's content; an edit or a search that names
+    # the file must not take over as the carrier its later mentions are charged to.
+    named = (
+        {x for p in paths for x in (p, p.rstrip("/").rsplit("/", 1)[-1]) if x}
+        if kind in ("read", "write")
+        else set()
+    )
+    provides = frozenset(extract_refs(result_text) | named) if results else frozenset(named)
+    hits = frozenset(extract_refs(result_text, identifiers=False)) if kind == "search" else frozenset()
+    return BundleRecord(
+        turn_id=turn.turn_id,
+        opens_with_user=turn.opens_with_user or any(t.strip() for t in user_texts),
+        has_calls=bool(calls),
+        kind=kind,
+        paths=paths,
+        whole_read=whole,
+        call_key=call_key,
+        uses=frozenset(extract_refs("\n".join(user_texts + intent))),
+        provides=provides,
+        hits=hits,
+        failed=any(_failed(r) for r in results),
+        repeat=any(DEDUP_NOTE in r for r in results),
+        tokens=tokens,
+    )
+
+
+RULES = ("superseded read", "superseded command", "consumed listing", "stale output")
+
+
+def rule_of(reason: str) -> str:
+    """The rule (one of `RULES`) a reason from `evictable_bundles` names."""
+    return next((r for r in RULES if reason.startswith(r)), reason)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Two spellings of one path: equal, or one ends with the other at a '/'."""
+    if a == b:
+        return True
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return long.endswith("/" + short.lstrip("./"))
+
+
+def evictable_bundles(
+    records: Sequence[BundleRecord], rules: SegmentRules, *, upto: int | None = None
+) -> dict[int, str]:
+    """Turn index -> reason, for bundles the rules retire as of turn `upto` (default: all).
+
+    Only turns before `upto` are read, so the answer for a batch never depends on
+    what comes after it (the same history prefix gives the same plan, I2).
+    """
+    n = len(records) if upto is None else min(upto, len(records))
+    if not rules.enabled or n == 0:
+        return {}
+    recs = records[:n]
+    # Charge each use to the latest earlier bundle that provided the reference.
+    last_use = list(range(n))
+    carrier: dict[str, int] = {}
+    for j, r in enumerate(recs):
+        for ref in r.uses:
+            i = carrier.get(ref)
+            if i is not None and i < j:
+                last_use[i] = j
+        for ref in r.provides:
+            carrier[ref] = j
+    out: dict[int, str] = {}
+    for i, r in enumerate(recs):
+        if not r.has_calls or n - 1 - i < rules.min_age_turns:
+            continue
+        later = recs[i + 1 :]
+        reason = None
+        if rules.superseded_reads and r.kind == "read" and r.paths:
+            reason = _superseded_read(r, later, rules)
+        if reason is None and rules.superseded_commands and r.kind in ("command", "search"):
+            if any(o.call_key == r.call_key and not o.repeat for o in later):
+                reason = "superseded command: the same call ran again later"
+        if reason is None and rules.consumed_listings and r.kind == "search" and r.hits:
+            reason = _consumed(r, i, recs, last_use)
+        if (
+            reason is None
+            and rules.stale_after_turns is not None
+            and r.tokens >= rules.stale_min_tokens
+            and n - 1 - last_use[i] >= rules.stale_after_turns
+        ):
+            reason = f"stale output: not used for {n - 1 - last_use[i]} turns"
+        if reason is not None:
+            out[i] = reason
+    return out
+
+
+def _superseded_read(r: BundleRecord, later: Sequence[BundleRecord], rules: SegmentRules) -> str | None:
+    for path in r.paths:
+        for o in later:
+            if not any(_same_file(path, p) for p in o.paths) or o.failed or o.repeat:
+                continue
+            if o.kind == "read" and (o.whole_read or o.call_key == r.call_key):
+                break
+            if o.kind == "write" or (o.kind == "edit" and rules.edit_supersedes_read):
+                break
+        else:
+            return None  # this path is not read or written again: the read still stands
+    return "superseded read: the file was read or written again later"
+
+
+def _consumed(r: BundleRecord, i: int, recs: Sequence[BundleRecord], last_use: Sequence[int]) -> str | None:
+    """Every hit the agent named later was opened later (its content lives there now)."""
+    opened = {p for o in recs[i + 1 :] if o.kind in ("read", "edit", "write") for p in o.paths}
+    named = set().union(*(o.uses for o in recs[i + 1 :])) if len(recs) > i + 1 else set()
+    for hit in r.hits:
+        if any(_same_file(hit, p) for p in opened):
+            continue
+        if hit in named:
+            return None  # named later but never opened: the listing is still the source
+    if last_use[i] > i and not opened:
+        return None
+    return "consumed listing: its hits were opened later or never named again"

@@ -1,0 +1,309 @@
+"""Segment-level lifecycle: each rule, a use named in words, the user's words kept,
+and whole-session properties (I1, I3, I4, I6) with bundle eviction on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from builders import DictArchive, Session
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenpilot.estimator import OfflineEstimator
+from tokenpilot.lifecycle import Lifecycle, LifecycleConfig
+from tokenpilot.pairing import validate_pairing
+from tokenpilot.segments import (
+    SegmentRules,
+    _shell,
+    bundle_record,
+    evictable_bundles,
+    rule_of,
+)
+from tokenpilot.turns import segment_turns
+
+BIG = "\n".join(f"line {i}: value_{i} = compute_thing_{i}(x)" for i in range(120))  # ~1.2k tokens
+
+
+def retired(s: Session, rules: SegmentRules | None = None) -> dict[int, str]:
+    """turn index -> reason, over the whole session."""
+    turns = segment_turns(s.msgs)
+    records = [bundle_record(s.msgs, t) for t in turns]
+    return evictable_bundles(records, rules or SegmentRules())
+
+
+def filler(s: Session, n: int) -> None:
+    for i in range(n):
+        s.call("exec", {"command": f"echo step {i}"}, f"step {i}")
+
+
+def coding_session() -> Session:
+    s = Session()
+    s.user("Fix the failing test in parser.py")
+    s.call("read", {"path": "src/parser.py"}, BIG)  # turn 0 (opens with the user message)
+    s.call("bash", {"command": "pytest -q"}, "1 failed: test_parse_header\n" + BIG)  # turn 1
+    s.call("grep", {"pattern": "parse_header"}, "src/parser.py:12\nsrc/legacy.py:40")  # turn 2
+    s.call("edit", {"path": "src/parser.py", "old": "a", "new": "b"}, "ok")  # turn 3
+    s.call("read", {"path": "src/parser.py"}, BIG + "\n# fixed")  # turn 4
+    s.call("bash", {"command": "pytest -q"}, "all passed")  # turn 5
+    filler(s, 4)
+    return s
+
+
+# ---------------------------------------------------------------------------
+# the rules, one by one
+# ---------------------------------------------------------------------------
+def test_superseded_read_and_command_and_consumed_listing():
+    out = retired(coding_session(), SegmentRules(stale_after_turns=None))
+    assert rule_of(out[0]) == "superseded read"  # read again whole in turn 4
+    assert rule_of(out[1]) == "superseded command"  # pytest ran again in turn 5
+    assert rule_of(out[2]) == "consumed listing"  # parser.py opened; legacy.py never named again
+    assert 3 not in out and 4 not in out and 5 not in out  # the edit and the latest read and run stay
+
+
+def test_each_rule_can_be_switched_off():
+    s = coding_session()
+    assert 0 not in retired(s, SegmentRules(superseded_reads=False, stale_after_turns=None))
+    assert 1 not in retired(s, SegmentRules(superseded_commands=False, stale_after_turns=None))
+    assert 2 not in retired(s, SegmentRules(consumed_listings=False, stale_after_turns=None))
+    off = SegmentRules(False, False, False, None)
+    assert not off.enabled and retired(s, off) == {}
+
+
+def test_a_ranged_read_does_not_supersede_a_whole_one_but_a_write_does():
+    s = Session()
+    s.user("look")
+    s.call("read", {"path": "a.py"}, BIG)
+    s.call("read", {"path": "a.py", "offset": 40, "limit": 10}, BIG[:300])
+    filler(s, 4)
+    assert 0 not in retired(s, SegmentRules(stale_after_turns=None))
+    s.call("write", {"path": "a.py", "content": "new"}, "ok")
+    filler(s, 3)
+    assert rule_of(retired(s, SegmentRules(stale_after_turns=None))[0]) == "superseded read"
+
+
+def test_edit_supersedes_a_read_only_when_asked():
+    s = Session()
+    s.user("change it")
+    s.call("read", {"path": "a.py"}, BIG)
+    s.call("edit", {"path": "a.py", "old_string": "x", "new_string": "y"}, "ok")
+    filler(s, 4)
+    assert 0 not in retired(s, SegmentRules(stale_after_turns=None))
+    assert 0 in retired(s, SegmentRules(stale_after_turns=None, edit_supersedes_read=True))
+
+
+def test_a_deduplicated_repeat_supersedes_nothing():
+    # TokenPilot turned the second identical output into a preview of the first: the first must stay.
+    s = Session()
+    s.user("run it")
+    s.call("bash", {"command": "make"}, BIG)
+    s.call(
+        "bash",
+        {"command": "make"},
+        "[tokenpilot: identical to an earlier output of bash in this conversation]",
+    )
+    filler(s, 4)
+    assert 0 not in retired(s, SegmentRules(stale_after_turns=None))
+
+
+def test_a_failed_reread_supersedes_nothing():
+    s = Session()
+    s.user("look")
+    s.call("read", {"path": "a.py"}, BIG)
+    s.call("read", {"path": "a.py"}, "Error: file is locked")
+    filler(s, 4)
+    assert 0 not in retired(s, SegmentRules(stale_after_turns=None))
+
+
+def test_stale_output_after_k_unused_turns_and_small_outputs_stay():
+    s = Session()
+    s.user("explore")
+    s.call("bash", {"command": "env"}, BIG)
+    s.call("bash", {"command": "date"}, "Tue")
+    filler(s, 9)
+    out = retired(s, SegmentRules(stale_after_turns=8))
+    assert rule_of(out[0]) == "stale output" and "not used for" in out[0]
+    assert 1 not in out  # far below stale_min_tokens
+    assert 0 not in retired(s, SegmentRules(stale_after_turns=20))
+
+
+def test_use_named_in_words_keeps_a_bundle_alive():
+    """I6: paths and identifiers the user or the assistant names count as use."""
+    base = Session()
+    base.user("explore")
+    base.call("bash", {"command": "env"}, BIG)
+    filler(base, 9)
+    assert 0 in retired(base)
+    for speaker in ("user", "assistant"):
+        s = Session()
+        s.user("explore")
+        s.call("bash", {"command": "env"}, BIG)
+        filler(s, 6)
+        if speaker == "user":
+            s.user("What does compute_thing_17 return?")
+        else:
+            s.call("exec", {"command": "true"}, "ok", text="compute_thing_17 is the one to change.")
+        filler(s, 2)
+        assert 0 not in retired(s), speaker
+
+
+def test_young_bundles_are_never_retired():
+    s = Session()
+    s.user("go")
+    s.call("bash", {"command": "pytest"}, BIG)
+    s.call("bash", {"command": "pytest"}, BIG + "x")
+    assert retired(s, SegmentRules(min_age_turns=3)) == {}
+
+
+@pytest.mark.parametrize(
+    ("command", "want"),
+    [
+        ("cat django/db/models/enums.py", ("read", "django/db/models/enums.py", True)),
+        ("sed -n '85,600p' django/x.py | head -200", ("read", "django/x.py", False)),
+        ("cd /testbed && cat > t.py << 'EOF'\nimport os\nEOF", ("write", "t.py", True)),
+        ("sed -i s/a/b/ x.py", ("edit", "x.py", False)),
+        ('grep -rn "TextChoices" django/', ("search", None, False)),
+        ("python reproduce.py 2>&1", ("command", None, False)),
+        ('echo "unterminated', ("command", None, False)),
+    ],
+)
+def test_shell_commands_are_classified(command, want):
+    assert _shell(command) == want
+
+
+# ---------------------------------------------------------------------------
+# through the lifecycle
+# ---------------------------------------------------------------------------
+def lifecycle(rules: SegmentRules | None = None, gate: bool = False) -> tuple[Lifecycle, DictArchive]:
+    archive = DictArchive()
+    cfg = LifecycleConfig(batch_turns=3, schedule="inline", cost_gate=gate, segments=rules or SegmentRules())
+    return Lifecycle(cfg, OfflineEstimator(), archive), archive
+
+
+def drive(lc: Lifecycle, s: Session) -> list[tuple[int, list[dict]]]:
+    out = []
+    for p in [*s.points, len(s.msgs)]:
+        h = s.msgs[:p]
+        lc.observe(h)
+        plan = lc.view(h)
+        rendered = plan.apply(h)
+        assert validate_pairing(rendered) == []
+        out.append((plan.version, rendered))
+    return out
+
+
+def test_a_coding_session_sheds_bundles_with_recallable_stubs():
+    s = coding_session()
+    filler(s, 6)
+    lc, archive = lifecycle()
+    renders = drive(lc, s)
+    final = renders[-1][1]
+    stubs = [m for m in final if str(m.get("content", "")).startswith("[tokenpilot: evicted")]
+    assert stubs and lc.stats["bundles_evicted"] > 0
+    assert set(lc.stats["bundle_reasons"]) <= {
+        "superseded read",
+        "superseded command",
+        "consumed listing",
+        "stale output",
+    }
+    # the user's request stays word for word, though its turn's bundle went
+    assert final[1] == {"role": "user", "content": "Fix the failing test in parser.py"}
+    # every stub names what was there and gives it back byte for byte (I3)
+    for seg in lc.segments:
+        assert json.loads(archive.data[seg.artifact_id]) == s.msgs[seg.start : seg.end]
+        assert seg.artifact_id in seg.stub["content"] and "pytest" in "".join(m["content"] for m in stubs)
+    # the plan changed only at batch boundaries, and is append-only in between (I1)
+    for (v1, a), (v2, b) in zip(renders, renders[1:]):
+        if v1 == v2:
+            assert b[: len(a)] == a
+
+
+def test_segment_rules_off_keeps_a_single_task_session_whole():
+    s = coding_session()
+    filler(s, 6)
+    lc, _ = lifecycle(SegmentRules(False, False, False, None))
+    drive(lc, s)
+    assert lc.segments == []
+
+
+def test_the_cost_gate_still_decides_and_the_whole_plan_archives_the_chosen_cut():
+    s = coding_session()
+    filler(s, 30)
+    lc, archive = lifecycle(gate=True)
+    drive(lc, s)
+    decisions = lc.stats["gate_decisions"]
+    assert decisions and all("reason" in d for d in decisions)
+    stored = set(archive.data)
+    assert {seg.artifact_id for seg in lc.segments} <= stored
+
+
+def test_lifecycle_state_round_trips_with_segment_rules():
+    s = coding_session()
+    filler(s, 6)
+    lc, archive = lifecycle(SegmentRules(stale_after_turns=5))
+    drive(lc, s)
+    saved = json.loads(json.dumps(lc.to_dict()))
+    again = Lifecycle.from_dict(saved, OfflineEstimator(), archive)
+    assert again.config.segments == SegmentRules(stale_after_turns=5)
+    h = s.msgs
+    assert again.view(h).apply(h) == lc.view(h).apply(h)
+
+
+# ---------------------------------------------------------------------------
+# properties over random coding sessions
+# ---------------------------------------------------------------------------
+_ACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["read", "bash", "grep", "edit", "write", "user"]),
+        st.integers(0, 3),  # which file / command
+        st.booleans(),  # big output?
+    ),
+    min_size=4,
+    max_size=40,
+)
+
+
+def random_session(actions) -> Session:
+    s = Session()
+    s.user("Work on the repo")
+    for k, (kind, which, big) in enumerate(actions):
+        path = f"src/mod_{which}.py"
+        body = (BIG if big else "short") + f"\n# {k}"
+        if kind == "user":
+            s.user(f"Now look at mod_{which}.py")
+        elif kind == "read":
+            s.call("read", {"path": path}, body)
+        elif kind == "bash":
+            s.call("bash", {"command": f"pytest tests/test_{which}.py"}, body)
+        elif kind == "grep":
+            s.call("grep", {"pattern": f"def f{which}"}, f"{path}:3\nsrc/other_{which}.py:9")
+        elif kind == "edit":
+            s.call("edit", {"path": path, "old_string": "a", "new_string": str(k)}, "ok")
+        else:
+            s.call("write", {"path": path, "content": body}, "ok")
+    return s
+
+
+@settings(max_examples=150, deadline=None)
+@given(actions=_ACTIONS, gate=st.booleans(), k=st.sampled_from([2, 4, 8]))
+def test_property_invariants_hold_with_segment_eviction(actions, gate, k):
+    s = random_session(actions)
+    lc, archive = lifecycle(
+        SegmentRules(stale_after_turns=k, stale_min_tokens=50, min_age_turns=1), gate=gate
+    )
+    renders = drive(lc, s)  # I4 checked on every render
+    for (v1, a), (v2, b) in zip(renders, renders[1:]):
+        if v1 == v2:
+            assert b[: len(a)] == a  # I1 between evictions
+    final = renders[-1][1]
+    users = [m for m in s.msgs if m["role"] == "user"]
+    assert [
+        m for m in final if m["role"] == "user" and not str(m["content"]).startswith("[tokenpilot")
+    ] == users
+    for seg in lc.segments:  # I3: every evicted byte comes back
+        assert json.loads(archive.data[seg.artifact_id]) == s.msgs[seg.start : seg.end]
+    # I6: nothing from the last batch (the three newest turns) is evicted
+    turns = segment_turns(s.msgs)
+    gone = {i for seg in lc.segments for i in range(seg.start, seg.end)}
+    for t in turns[-3:]:
+        assert not gone.intersection(range(t.start, t.end))
