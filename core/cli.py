@@ -35,6 +35,7 @@ def _trace_sets(paths: Sequence[str], seed: int, sessions: int) -> dict[str, lis
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import count_calls, default_methods, markdown, print_table, run_bench, write_json, write_plots
+    from .bench.methods import ablation_methods, method_names
 
     if getattr(args, "live", None) or getattr(args, "local", False):
         from .bench.live import cmd_live
@@ -46,10 +47,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not sets:
         console.print("[red]no sessions found[/red]")
         return 2
-    wanted = [m.strip() for m in args.methods.split(",")] if args.methods else None
+    wanted = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
+    known = method_names(ablation=args.ablation)
+    unknown = [m for m in wanted or () if m not in known]
+    if unknown or wanted == []:
+        console.print(
+            f"[red]unknown method(s): {', '.join(unknown) or '(none given)'}[/red]; known: {', '.join(known)}"
+        )
+        return 2
 
     def methods():
-        ms = default_methods()
+        ms = ablation_methods() if args.ablation else default_methods()
         return [m for m in ms if wanted is None or m.name in wanted]
 
     modes = ["continuous", "isolated"] if args.mode == "both" else [args.mode]
@@ -166,6 +174,11 @@ def build_parser() -> argparse.ArgumentParser:
         "paths", nargs="*", help="recorded sessions: files or folders (default: the built-in workload)"
     )
     b.add_argument("--methods", help="comma-separated method names (default: all)")
+    b.add_argument(
+        "--ablation",
+        action="store_true",
+        help="TokenPilot with each segment rule, compact line numbers and the gate minimum taken away, and the B sweep",
+    )
     b.add_argument("--mode", choices=["continuous", "isolated", "both"], default="continuous")
     b.add_argument(
         "--profile",

@@ -10,10 +10,12 @@ from tokenpilot.bench import default_methods, run_bench
 from tokenpilot.bench.methods import (
     CacheTtlPruning,
     KeepLastN,
+    Rendered,
     SummaryTruncation,
     TokenPilotMethod,
     ToolResultClearing,
     Vanilla,
+    ablation_methods,
 )
 from tokenpilot.bench.replay import replay
 from tokenpilot.bench.retention import NeedIndex, identifiers
@@ -36,6 +38,7 @@ FIELDS = {
     "recoverable",
     "peak_context_tokens",
     "prefix_breaks",
+    "recalls_charged",
 }
 
 
@@ -86,6 +89,55 @@ def test_baselines_cut_when_over_budget(workload):
         assert rec["peak_context_tokens"] < base["peak_context_tokens"], method.name
         assert rec["prefix_breaks"] > base["prefix_breaks"] or rec["cost_usd"] != base["cost_usd"], (
             method.name
+        )
+
+
+class _Hiding:
+    """A method with a recall tool that hides every tool output behind an artifact id."""
+
+    name = "hiding"
+
+    def session(self, session_id):
+        return _HidingSession()
+
+
+class _HidingSession:
+    def __init__(self):
+        self.texts = {}
+
+    def render(self, prompt, tools, timestamp):
+        out = []
+        for k, m in enumerate(prompt):
+            if m.get("role") == "tool":
+                aid = f"art_{k:024x}"
+                self.texts[aid] = m["content"]
+                m = {**m, "content": f"[hidden; recall {aid}]"}
+            out.append(m)
+        return Rendered(out, tools, len(out), frozenset(self.texts))
+
+    def recall_text(self, artifact_id):
+        return self.texts.get(artifact_id)
+
+    def close(self):
+        pass
+
+
+def test_hidden_but_recoverable_needs_are_charged_a_round_trip(workload):
+    s = workload[:1]
+    van = replay(s, Vanilla()).record()
+    hid = replay(s, _Hiding())
+    rec = hid.record()
+    assert van["recalls_charged"] == 0
+    assert rec["recoverable"] == 1.0 and rec["retention"] < 0.5
+    charged = [c for c in hid.calls if c.recall_charged]
+    assert len(charged) == rec["recalls_charged"] > 0
+    assert all(c.needs > c.visible for c in charged)
+    # each charged call costs more than its own prompt and output: the extra round trip
+    from tokenpilot.pricing import cost
+
+    for c in charged[:5]:
+        assert c.cost_usd > cost(
+            c.hit_tokens, c.miss_tokens, c.write_tokens, c.output_tokens, profile="openai"
         )
 
 
@@ -179,3 +231,33 @@ def test_cli_compact_and_missing_input(tmp_path, capsys):
     )
     assert main(["compact", str(sess)]) == 0
     assert "saved" in capsys.readouterr().out
+
+
+def test_cli_refuses_unknown_methods_and_lists_the_known(capsys):
+    assert main(["bench", "--sessions", "1", "--methods", "vanilla,nosuch"]) == 2
+    out = capsys.readouterr().out
+    assert "nosuch" in out and "tokenpilot_global" in out
+    assert main(["bench", "--sessions", "1", "--methods", ","]) == 2
+
+
+def test_cli_ablation_runs_each_rule_off(tmp_path):
+    out = tmp_path / "ablation.json"
+    names = "vanilla,tokenpilot,tokenpilot_tasks_only,tokenpilot_no_stale_outputs"
+    assert main(["bench", "--sessions", "1", "--ablation", "--methods", names, "--json", str(out)]) == 0
+    records = {r["method"]: r for r in json.loads(out.read_text())}
+    assert set(records) == set(names.split(","))
+    assert {m.name for m in ablation_methods()} >= {
+        "tokenpilot_no_superseded_reads",
+        "tokenpilot_no_superseded_commands",
+        "tokenpilot_no_consumed_listings",
+        "tokenpilot_strip_line_numbers",
+        "tokenpilot_B1",
+        "tokenpilot_Binf",
+    }
+
+
+def test_bench_method_follows_the_cache_profile():
+    m = TokenPilotMethod()
+    assert m.for_profile("anthropic").batch_turns == 5 and m.for_profile("openai").batch_turns == 3
+    assert m.for_profile("anthropic").lifecycle["cache_profile"] == "anthropic"
+    assert TokenPilotMethod(batch_turns=1).for_profile("anthropic").batch_turns == 1

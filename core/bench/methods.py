@@ -10,9 +10,9 @@ Baselines are deterministic stand-ins: the summary is an extract, not an LLM cal
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
 
 from .._canonical import canonical_json, sha256_hex
 from ..artifacts import ArtifactStore
@@ -21,6 +21,7 @@ from ..estimator import ImmediateEstimator, OfflineEstimator
 from ..lifecycle import Lifecycle, LifecycleConfig
 from ..messages import content_text
 from ..pilot import TokenPilot
+from ..segments import SegmentRules
 from ..tokens import message_tokens
 
 Message = dict[str, Any]
@@ -296,18 +297,34 @@ class TokenPilotMethod:
     exactly as a background estimator that finishes between two calls would.
     """
 
-    batch_turns: int | None = 3
+    batch_turns: int | None | Literal["profile"] = "profile"
+    """Estimator batch in turns; "profile": what `LifecycleConfig.for_profile` picks."""
     immediate: bool = False
     config: Config = field(default_factory=Config)
     name: str = "tokenpilot"
     store: ArtifactStore = field(default_factory=ArtifactStore)
+    segments: SegmentRules | None = field(default_factory=SegmentRules)
+    lifecycle: Mapping[str, Any] = field(default_factory=dict)  # other LifecycleConfig fields
+
+    def for_profile(self, profile: str) -> TokenPilotMethod:
+        """The same method with its cost gate (and, for "profile", its batch) set for `profile`'s cache."""
+        batch = self.batch_turns
+        if batch == "profile":
+            batch = LifecycleConfig.for_profile(profile).batch_turns
+        return replace(self, batch_turns=batch, lifecycle={**self.lifecycle, "cache_profile": profile})
 
     def session(self, session_id: str) -> MethodSession:
         factory = None
+        if self.batch_turns == "profile":  # not replayed through `for_profile`: the OpenAI default
+            return replace(self, batch_turns=LifecycleConfig().batch_turns).session(session_id)
         if self.batch_turns is not None:
             estimator = ImmediateEstimator() if self.immediate else OfflineEstimator()
             cfg = LifecycleConfig(
-                batch_turns=self.batch_turns, schedule="inline", cost_gate=not self.immediate
+                batch_turns=self.batch_turns,
+                schedule="inline",
+                cost_gate=not self.immediate,
+                segments=self.segments,
+                **self.lifecycle,
             )
 
             def factory(sid: str, archive: Callable[[str], str]) -> Lifecycle:
@@ -354,9 +371,39 @@ def default_methods(b_sweep: Sequence[int | None] = (1, 3, 5, None)) -> list[Met
     ]
     for b in b_sweep:
         label = "inf" if b is None else str(b)
-        name = "tokenpilot" if b == 3 else f"tokenpilot_B{label}"
-        if b is None:
-            name = "tokenpilot_Binf"
-        methods.append(TokenPilotMethod(batch_turns=b, name=name))
+        if b == 3:  # the default: B follows the cache profile (3 for OpenAI, 5 for Anthropic)
+            methods.append(TokenPilotMethod(name="tokenpilot"))
+            continue
+        methods.append(TokenPilotMethod(batch_turns=b, name=f"tokenpilot_B{label}"))
     methods.append(TokenPilotMethod(batch_turns=3, immediate=True, name="tokenpilot_immediate"))
     return methods
+
+
+_RULE_FIELDS = {
+    "superseded_reads": {"superseded_reads": False},
+    "superseded_commands": {"superseded_commands": False},
+    "consumed_listings": {"consumed_listings": False},
+    "stale_outputs": {"stale_after_turns": None},
+}
+
+
+def ablation_methods() -> list[Method]:
+    """Vanilla, TokenPilot, and TokenPilot with one thing taken away each: every segment
+    rule, all of them (whole tasks only, as in the paper), compact line numbers, the
+    segment-aware gate's minimum; then the batch sweep (B = 1, 5, ∞)."""
+    full = SegmentRules()
+    methods: list[Method] = [Vanilla(), TokenPilotMethod(name="tokenpilot")]
+    for rule, off in _RULE_FIELDS.items():
+        methods.append(TokenPilotMethod(segments=replace(full, **off), name=f"tokenpilot_no_{rule}"))
+    methods.append(TokenPilotMethod(segments=None, name="tokenpilot_tasks_only"))
+    methods.append(
+        TokenPilotMethod(config=Config(line_numbers="strip"), name="tokenpilot_strip_line_numbers")
+    )
+    methods.append(TokenPilotMethod(lifecycle={"min_evict_tokens": 0}, name="tokenpilot_no_min_evict"))
+    for b in (1, 5, None):
+        methods.append(TokenPilotMethod(batch_turns=b, name=f"tokenpilot_B{'inf' if b is None else b}"))
+    return methods
+
+
+def method_names(*, ablation: bool = False) -> list[str]:
+    return [m.name for m in (ablation_methods() if ablation else default_methods())]

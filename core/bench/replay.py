@@ -18,7 +18,7 @@ from ..pricing import Prices, cost
 from ..tokens import count_tokens
 from ..traces.model import RecordedCall, Session
 from .methods import Method, MethodSession
-from .retention import NeedIndex, Visibility, identifiers
+from .retention import NeedIndex, Visibility, recalled_identifiers
 
 MODES = ("continuous", "isolated")
 
@@ -38,6 +38,7 @@ class CallResult:
     visible: int
     recoverable: int
     prefix_break: bool
+    recall_charged: bool = False  # one extra round trip was priced for hidden needs
 
 
 @dataclass(slots=True)
@@ -73,6 +74,7 @@ class RunResult:
             "recoverable": round(sum(x.recoverable for x in c) / needs, 4) if needs else 1.0,
             "peak_context_tokens": max((x.prompt_tokens for x in c), default=0),
             "prefix_breaks": sum(x.prefix_break for x in c),
+            "recalls_charged": sum(x.recall_charged for x in c),
         }
 
 
@@ -139,6 +141,34 @@ class _Segments:
         return segs
 
 
+RECALL_CALL_TOKENS = 40  # the model's recall_artifact call: name, id, a little JSON
+
+
+def _recall_round_trip(
+    sim: CacheSimulator,
+    segs: list[Segment],
+    recalled: Sequence[str],
+    ms: MethodSession,
+    job: _Job,
+    profile: str,
+    prices: Prices,
+    segcache: _Segments,
+) -> float:
+    """The price of the extra call an agent makes to get back what it needed but could
+    not see: the same prompt again (cached as the simulator says, right after the call
+    that sent it) plus the recalled texts, which are new. Every method with a recall
+    tool pays it the same way; one whose needs are visible never does."""
+    extra_msgs = [
+        {"role": "tool", "tool_call_id": f"recall_{n}", "content": ms.recall_text(aid) or ""}
+        for n, aid in enumerate(recalled)
+    ]
+    more = list(segs)
+    for n, m in enumerate(extra_msgs):
+        more.extend(segcache.of(m, len(segs) + n))
+    res = sim.simulate(more, job.call.timestamp, namespace=job.call.model or "")
+    return cost(res.hit_tokens, res.miss_tokens, res.write_tokens, RECALL_CALL_TOKENS, prices, profile)
+
+
 def replay(
     sessions: Sequence[Session],
     method: Method,
@@ -155,6 +185,9 @@ def replay(
         raise ValueError(f"mode must be one of {MODES}")
     prices = prices or Prices()
     prof = get_profile(profile)
+    for_profile = getattr(method, "for_profile", None)
+    if for_profile is not None:  # a method whose decisions depend on the provider's cache
+        method = for_profile(prof.name)
     sim = simulator or CacheSimulator(prof)
     segcache = _Segments(prof.breakpoints)
     vis = Visibility()
@@ -169,6 +202,7 @@ def replay(
     live: dict[str, MethodSession] = {}
     last_stable: dict[str, list[str]] = {}
     recall_cache: dict[str, frozenset[str]] = {}
+    recall_size: dict[str, int] = {}  # smallest recall first: an agent asks for what it needs
     try:
         for _, _, _, job in all_jobs:
             ms = live.get(job.method_session)
@@ -203,22 +237,30 @@ def replay(
 
             # fidelity: what the recorded output used that first came from tool output
             needs = needs_index[job.session.id].needs(job.call.end, out_msg, job.window_start)
+            recalled: list[str] = []
             if needs:
                 seen = vis.of(rendered.messages)
                 visible = needs & seen
                 missing = needs - visible
                 recoverable = len(visible)
                 if missing and rendered.artifact_ids:
-                    pool: set[str] = set()
+                    found: set[str] = set()
                     for aid in rendered.artifact_ids:
-                        ids = recall_cache.get(aid)
-                        if ids is None:
-                            text = ms.recall_text(aid)
-                            ids = recall_cache[aid] = frozenset(identifiers(text) if text else ())
-                        pool |= ids
-                    recoverable += len(missing & pool)
+                        if aid not in recall_cache:
+                            text = ms.recall_text(aid) or ""
+                            recall_cache[aid] = frozenset(recalled_identifiers(text))
+                            recall_size[aid] = len(text)
+                    for aid in sorted(rendered.artifact_ids, key=lambda a: (recall_size[a], a)):
+                        ids = recall_cache[aid]
+                        if (missing - found) & ids:
+                            recalled.append(aid)  # the agent would have to ask for this one
+                            found |= missing & ids
+                    recoverable += len(found)
             else:
                 visible, recoverable = set(), 0
+            extra = 0.0
+            if recalled:
+                extra = _recall_round_trip(sim, segs, recalled, ms, job, prof.name, prices, segcache)
 
             stable_keys = [
                 seg.key
@@ -237,12 +279,14 @@ def replay(
                     res.miss_tokens,
                     res.write_tokens,
                     out_tokens,
-                    cost(res.hit_tokens, res.miss_tokens, res.write_tokens, out_tokens, prices, prof.name),
+                    cost(res.hit_tokens, res.miss_tokens, res.write_tokens, out_tokens, prices, prof.name)
+                    + extra,
                     res.cause,
                     len(needs),
                     len(visible),
                     recoverable,
                     broke,
+                    bool(recalled),
                 )
             )
             if on_call is not None:

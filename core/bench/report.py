@@ -29,6 +29,7 @@ COLUMNS = (
     "recoverable",
     "peak ctx",
     "breaks",
+    "recalls",
     "vs vanilla",
 )
 
@@ -56,6 +57,7 @@ def table(results: Sequence[RunResult], title: str = "tokenpilot bench") -> Tabl
             _pct(r["recoverable"]),
             f"{r['peak_context_tokens']:,}",
             str(r["prefix_breaks"]),
+            str(r["recalls_charged"]),
             change,
         )
     return t
@@ -84,13 +86,18 @@ def markdown(results: Sequence[RunResult]) -> str:
     for (ts, mode, prof), recs in groups.items():
         base = next((r["cost_usd"] for r in recs if r["method"] == "vanilla"), None)
         out.append(f"**{ts}** · {mode} · {prof} cache\n")
-        out.append("| method | cost $ | vs vanilla | hit rate | retention | recoverable | peak ctx | breaks |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        out.append(
+            "| method | cost $ | vs vanilla | hit rate | retention | recoverable | peak ctx | breaks | recalls |"
+        )
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in recs:
-            change = "" if not base or r["method"] == "vanilla" else f"{100 * (r['cost_usd'] / base - 1):+.1f}%"
+            change = (
+                "" if not base or r["method"] == "vanilla" else f"{100 * (r['cost_usd'] / base - 1):+.1f}%"
+            )
             out.append(
                 f"| {r['method']} | {r['cost_usd']:.4f} | {change} | {_pct(r['cache_hit_rate'])} | {_pct(r['retention'])} "
-                f"| {_pct(r['recoverable'])} | {r['peak_context_tokens']:,} | {r['prefix_breaks']} |"
+                f"| {_pct(r['recoverable'])} | {r['peak_context_tokens']:,} | {r['prefix_breaks']} "
+                f"| {r['recalls_charged']} |"
             )
         out.append("")
     return "\n".join(out)

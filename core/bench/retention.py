@@ -8,6 +8,7 @@ A method that saves money by hiding what the agent used shows up here.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -41,6 +42,19 @@ def identifiers(text: str) -> set[str]:
                 if len(base) >= 3:
                     out.add(base)  # a file is often named without its directory
     return out
+
+
+def recalled_identifiers(text: str) -> set[str]:
+    """Identifiers of a recalled artifact. An evicted segment comes back as the JSON of
+    its messages: read their texts, not the escaped JSON ("\\n1194:" hides 1194)."""
+    if text.startswith("[{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, list) and all(isinstance(m, dict) for m in value):
+            return identifiers("\n".join(message_text(m) for m in value))
+    return identifiers(text)
 
 
 def message_text(msg: Mapping[str, Any]) -> str:
