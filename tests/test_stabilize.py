@@ -118,5 +118,8 @@ def test_tools_canonical_sorted_and_append_only():
 def test_a_time_value_stops_at_the_end_of_its_line():
     """The optional time zone must not swallow the next line's first word."""
     st = stabilize_text("Current time: 09:17\nFor exact seconds use the clock tool.\nCurrent time: 10:05 UTC")
-    assert st.text == "Current time: {{TP_TIME_1}}\nFor exact seconds use the clock tool.\nCurrent time: {{TP_TIME_2}}"
+    assert (
+        st.text
+        == "Current time: {{TP_TIME_1}}\nFor exact seconds use the clock tool.\nCurrent time: {{TP_TIME_2}}"
+    )
     assert st.values == {"{{TP_TIME_1}}": "09:17", "{{TP_TIME_2}}": "10:05 UTC"}

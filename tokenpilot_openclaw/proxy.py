@@ -306,7 +306,9 @@ class Proxy:
     ) -> aiohttp.ClientResponse | web.Response:
         """POST the managed request upstream; a timeout or refusal becomes a 504/502 answer."""
         try:
-            return await self.upstream.request("POST", "/chat/completions", headers=headers, data=wire.encode(out))
+            return await self.upstream.request(
+                "POST", "/chat/completions", headers=headers, data=wire.encode(out)
+            )
         except UpstreamTimeout as exc:
             stats.errors += 1
             return json_error(504, str(exc), type_="upstream_timeout", code="upstream_timeout")
