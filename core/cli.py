@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
@@ -11,6 +12,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from . import __version__
+from .cachesim import get_profile
+from .errors import ConfigError, TokenPilotError
 from .pricing import Prices
 
 console = Console()
@@ -43,6 +47,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_live(args, console)
     if args.calibrate:
         return cmd_calibrate(args.calibrate)
+    for name in args.profile.split(","):
+        get_profile(name.strip())  # an unknown profile fails now, not after the replay
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError(
+            "--plot needs matplotlib: pip install 'tokenpilot[notebooks]' (or pip install matplotlib)"
+        )
     sets = _trace_sets(args.paths, args.seed, args.sessions)
     if not sets:
         console.print("[red]no sessions found[/red]")
@@ -164,7 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tokenpilot", description="Cache-efficient context management for LLM agents."
     )
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log what TokenPilot decides (INFO level)"
+    )
+    parser.add_argument("--version", action="version", version=f"tokenpilot {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser(
@@ -238,6 +251,9 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> i
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except TokenPilotError as exc:  # a bad path, file, profile or missing extra: one line, no traceback
+        print(f"tokenpilot: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -6,9 +6,18 @@ model node, a native `recall_artifact` tool and the estimator as a side-branch n
     graph.invoke({"messages": [("user", "...")]}, {"configurable": {"thread_id": "t1"}})
 """
 
-from .agent import create_tokenpilot_agent, default_pilot
-from .convert import from_openai, to_langchain, to_openai, tool_specs
-from .nodes import (
+import importlib.util as _util
+
+_MISSING = [m for m in ("langchain_core", "langgraph") if _util.find_spec(m) is None]
+if _MISSING:  # say what to install, not only which module failed to import
+    raise ImportError(
+        f"tokenpilot_langgraph needs {' and '.join(_MISSING)}: pip install 'tokenpilot[langgraph]'",
+        name=_MISSING[0],
+    )
+
+from .agent import create_tokenpilot_agent, default_pilot  # noqa: E402
+from .convert import from_openai, to_langchain, to_openai, tool_specs  # noqa: E402
+from .nodes import (  # noqa: E402
     EstimatorNode,
     ModelNode,
     Renderer,
@@ -17,11 +26,11 @@ from .nodes import (
     estimator_route,
     tokenpilot_pre_model_hook,
 )
-from .runtime import all_thread_stats, thread_stats
-from .state import STATE_KEY, TokenPilotAgentState, TokenPilotChannel, merge_tokenpilot
-from .stats import CallStats, ThreadStats
-from .tool import RecallArtifactTool, recall_tool
-from .tool_node import IngestionGate, tokenpilot_tool_node
+from .runtime import all_thread_stats, thread_stats  # noqa: E402
+from .state import STATE_KEY, TokenPilotAgentState, TokenPilotChannel, merge_tokenpilot  # noqa: E402
+from .stats import CallStats, ThreadStats  # noqa: E402
+from .tool import RecallArtifactTool, recall_tool  # noqa: E402
+from .tool_node import IngestionGate, tokenpilot_tool_node  # noqa: E402
 
 __all__ = [
     "STATE_KEY",
