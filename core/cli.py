@@ -102,6 +102,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
         results,
         console,
         title=f"tokenpilot bench — prices $/M hit {prices.hit} miss {prices.miss} out {prices.output}",
+        wide=args.wide,
+        legend=True,
+    )
+    builtin = not args.paths
+    what = (
+        "the built-in synthetic workload (seeded OpenClaw-style sessions)"
+        if builtin
+        else f"{count_calls({k: v for k, v in sets.items() if k != 'all'}):,} recorded calls"
+    )
+    console.print(
+        f"\nMeasured: {what}, replayed teacher-forced;\ncache hits come from the prefix-cache "
+        f"simulator ({', '.join(profiles)} profile), not from a provider.",
+        highlight=False,
+        markup=False,
+    )
+    console.print(
+        "Next: tokenpilot bench PATH on your own transcripts (OpenAI chat JSON/JSONL, Claude Code,\n"
+        "OpenClaw, SWE-agent, tau-bench); --wide for every column; --ablation for each rule taken\n"
+        "away; --live URL for a real endpoint.",
+        highlight=False,
+        markup=False,
     )
     if args.json:
         write_json(results, args.json)
@@ -192,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="TokenPilot with each segment rule, compact line numbers and the gate minimum taken away, and the B sweep",
     )
+    b.add_argument("--wide", action="store_true", help="every column (about 135 wide): tokens, peak context")
     b.add_argument("--mode", choices=["continuous", "isolated", "both"], default="continuous")
     b.add_argument(
         "--profile",

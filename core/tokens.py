@@ -55,7 +55,7 @@ def encoding() -> tiktoken.Encoding:
     if enc is not None:
         return enc
     log.warning(
-        "tokenpilot: tokenizer %s could not be loaded (offline?); counting with %s instead",
+        "tokenpilot: tokenizer %s unavailable (offline?); counting with %s instead",
         PREFERRED,
         FALLBACK,
     )

@@ -101,3 +101,27 @@ def test_langgraph_adapter_without_its_extra_names_the_install():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert "pip install 'tokenpilot[langgraph]'" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_bench_output_fits_100_columns_with_a_legend_and_what_next(capsys):
+    assert main(["bench", "--sessions", "1", "--methods", "vanilla,tokenpilot_immediate,tokenpilot"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert "…" not in out  # nothing cut
+    for word in (
+        "retention",
+        "recoverable",
+        "breaks",
+        "recalls",
+        "_Binf",
+        "_immediate",
+        "openclaw_cache_ttl",
+    ):
+        assert word in out, word
+    assert "synthetic" in out and "simulator" in out and "Next:" in out
+
+
+def test_bench_wide_shows_every_column(capsys):
+    assert main(["bench", "--sessions", "1", "--wide", "--methods", "vanilla"]) == 0
+    out = capsys.readouterr().out
+    assert "peak ctx" in out and "hit M" in out

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -32,49 +33,82 @@ COLUMNS = (
     "recalls",
     "vs vanilla",
 )
+# What fits 100 columns: the decision-making figures (`--wide` shows them all).
+NARROW = ("method", "cost $", "vs vanilla", "hit rate", "retention", "recoverable", "breaks", "recalls")
+
+LEGEND = """\
+cost $       simulated bill: cached + uncached + cache-write + output tokens, at the prices above
+vs vanilla   change against sending the agent's own prompt untouched
+hit rate     share of prompt tokens served from the provider's prefix cache
+retention    share of the ids, paths and numbers that a recorded answer used (first seen in tool
+             output) and that are still visible to the model
+recoverable  visible, or one recall_artifact call away
+breaks       calls whose cacheable prefix did not extend the previous call's (each re-prefills)
+recalls      calls that paid an extra round trip to recall something hidden (in cost $)
+methods      keep_last_n, tool_clearing, summary: sketches of common pruning; openclaw_cache_ttl:
+             OpenClaw's contextPruning; tokenpilot_global: reduction only; tokenpilot: + eviction
+             every B turns (B=3 OpenAI, 5 Anthropic); _B1/_B5/_Binf: other batches (inf: never);
+             _immediate: evicts finished tasks without checking later use (the paper's ablation)"""
 
 
-def table(results: Sequence[RunResult], title: str = "tokenpilot bench") -> Table:
+def _row(r: dict[str, Any], change: str, columns: Sequence[str]) -> list[str]:
+    cells = {
+        "method": r["method"],
+        "cost $": f"{r['cost_usd']:.4f}",
+        "hit M": f"{r['hit_tokens'] / 1e6:.3f}",
+        "miss M": f"{r['miss_tokens'] / 1e6:.3f}",
+        "write M": f"{r['write_tokens'] / 1e6:.3f}",
+        "out M": f"{r['output_tokens'] / 1e6:.3f}",
+        "hit rate": _pct(r["cache_hit_rate"]),
+        "retention": _pct(r["retention"]),
+        "recoverable": _pct(r["recoverable"]),
+        "peak ctx": f"{r['peak_context_tokens']:,}",
+        "breaks": str(r["prefix_breaks"]),
+        "recalls": str(r["recalls_charged"]),
+        "vs vanilla": change,
+    }
+    return [cells[c] for c in columns]
+
+
+def table(
+    results: Sequence[RunResult], title: str = "tokenpilot bench", *, columns: Sequence[str] = COLUMNS
+) -> Table:
     """Method, cost, hit/miss/output tokens (M), hit rate, retention and the change against vanilla.
 
     `results` should share one trace set, mode and profile (see `print_table`)."""
-    t = Table(title=title, show_lines=False)
-    for col in COLUMNS:
+    t = Table(title=title, show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in columns:
         t.add_column(col, justify="left" if col == "method" else "right", no_wrap=True)
     recs = [r.record() for r in results]
     base = next((r["cost_usd"] for r in recs if r["method"] == "vanilla"), None)
     for r in recs:
         change = "" if not base or r["method"] == "vanilla" else f"{100 * (r['cost_usd'] / base - 1):+.1f}%"
-        t.add_row(
-            r["method"],
-            f"{r['cost_usd']:.4f}",
-            f"{r['hit_tokens'] / 1e6:.3f}",
-            f"{r['miss_tokens'] / 1e6:.3f}",
-            f"{r['write_tokens'] / 1e6:.3f}",
-            f"{r['output_tokens'] / 1e6:.3f}",
-            _pct(r["cache_hit_rate"]),
-            _pct(r["retention"]),
-            _pct(r["recoverable"]),
-            f"{r['peak_context_tokens']:,}",
-            str(r["prefix_breaks"]),
-            str(r["recalls_charged"]),
-            change,
-        )
+        t.add_row(*_row(r, change, columns))
     return t
 
 
 def print_table(
-    results: Sequence[RunResult], console: Console | None = None, title: str = "tokenpilot bench"
+    results: Sequence[RunResult],
+    console: Console | None = None,
+    title: str = "tokenpilot bench",
+    *,
+    wide: bool = False,
+    legend: bool = False,
 ) -> None:
-    """One table per trace set × mode × profile, wide enough not to truncate."""
+    """One table per trace set × mode × profile. The narrow one fits 100 columns;
+    `wide` shows every column (about 135 wide)."""
     console = console or Console()
-    if console.width < 150 and not console.is_terminal:
-        console.width = 150
+    columns = COLUMNS if wide else NARROW
+    need = 140 if wide else 100
+    if console.width < need and not console.is_terminal:  # piped or captured: no terminal to fit
+        console.width = need
     groups: dict[tuple[str, str, str], list[RunResult]] = {}
     for r in results:
         groups.setdefault((r.trace_set, r.mode, r.cache_profile), []).append(r)
     for (ts, mode, prof), runs in groups.items():
-        console.print(table(runs, f"{title}\n{ts} · {mode} mode · {prof} cache"))
+        console.print(table(runs, f"{title}\n{ts} · {mode} mode · {prof} cache", columns=columns))
+    if legend:
+        console.print(LEGEND, highlight=False, markup=False)
 
 
 def markdown(results: Sequence[RunResult]) -> str:
