@@ -261,3 +261,16 @@ def test_bench_method_follows_the_cache_profile():
     assert m.for_profile("anthropic").batch_turns == 5 and m.for_profile("openai").batch_turns == 3
     assert m.for_profile("anthropic").lifecycle["cache_profile"] == "anthropic"
     assert TokenPilotMethod(batch_turns=1).for_profile("anthropic").batch_turns == 1
+
+
+def test_every_plotted_method_has_its_own_look():
+    from tokenpilot.bench.report import _styles
+
+    names = [m.name for m in default_methods()] + [m.name for m in ablation_methods()]
+    looks = _styles(list(dict.fromkeys(names)))
+    assert looks["vanilla"]["color"] == "black"
+    keys = [
+        (tuple(v["color"]) if not isinstance(v["color"], str) else v["color"], v["linestyle"])
+        for v in looks.values()
+    ]
+    assert len(set(keys)) == len(keys)

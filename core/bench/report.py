@@ -142,12 +142,38 @@ def write_json(results: Sequence[RunResult], path: str | Path) -> None:
     Path(path).write_text(json.dumps([r.record() for r in results], indent=2) + "\n")
 
 
+def _styles(names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """One distinct look per method: 20 colours, then line styles, so no two series share one.
+    Vanilla is always black and solid, TokenPilot thick."""
+    import matplotlib
+
+    palette = list(matplotlib.colormaps["tab20"].colors)
+    dashes = ["-", "--", "-.", ":"]
+    out: dict[str, dict[str, Any]] = {}
+    k = 0
+    for name in names:
+        if name == "vanilla":
+            out[name] = {"color": "black", "linestyle": "-", "linewidth": 1.6}
+            continue
+        out[name] = {
+            "color": palette[k % len(palette)],
+            "linestyle": dashes[(k // len(palette)) % len(dashes)],
+            "linewidth": 2.0 if name == "tokenpilot" else 1.0,
+        }
+        k += 2 if k < 18 else 1  # the strong half of tab20 first
+        if k == 20:
+            k = 1
+    return out
+
+
 def write_plots(results: Sequence[RunResult], outdir: str | Path) -> list[Path]:
-    """Per-call context size (paper Fig. 3), per-task hit rate (Fig. 4), the B sweep (Fig. 6)."""
+    """Per-call context size (paper Fig. 3), per-task hit rate (Fig. 4), the B sweep with its
+    retention (Fig. 6). Legends sit outside the axes, so they never cover the data."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -157,29 +183,41 @@ def write_plots(results: Sequence[RunResult], outdir: str | Path) -> list[Path]:
         groups.setdefault((r.trace_set, r.mode, r.cache_profile), []).append(r)
     for (ts, mode, prof), runs in groups.items():
         stem = f"{_slug(ts)}_{mode}_{prof}"
-        fig, ax = plt.subplots(figsize=(9, 4.5))
+        style = _styles([r.method for r in runs])
+        fig, ax = plt.subplots(figsize=(10, 4.5))
         for r in runs:
-            ax.plot([c.prompt_tokens for c in r.calls], label=r.method, linewidth=1)
+            ax.plot([c.prompt_tokens for c in r.calls], label=r.method, **style[r.method])
         ax.set(
             xlabel="model call",
             ylabel="prompt tokens",
             title=f"Context size per call — {ts} ({mode}, {prof})",
         )
-        ax.legend(fontsize=7, ncol=2)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         written.append(_save(fig, out / f"context_{stem}.png"))
 
-        fig, ax = plt.subplots(figsize=(9, 4.5))
+        fig, ax = plt.subplots(figsize=(10, 4.5))
         width = 0.8 / max(len(runs), 1)
+        n_tasks = 0
         for k, r in enumerate(runs):
             rates = _task_hit_rates(r)
-            ax.bar([x + k * width for x in range(len(rates))], rates, width=width, label=r.method)
+            n_tasks = max(n_tasks, len(rates))
+            ax.bar(
+                [x + k * width for x in range(len(rates))],
+                rates,
+                width=width,
+                label=r.method,
+                color=style[r.method]["color"],
+            )
         ax.set(
             xlabel="task",
             ylabel="cache hit rate",
             title=f"Hit rate per task — {ts} ({mode}, {prof})",
             ylim=(0, 1),
         )
-        ax.legend(fontsize=7, ncol=2)
+        centre = 0.4 - width / 2
+        ax.set_xticks([x + centre for x in range(n_tasks)], [str(x + 1) for x in range(n_tasks)])
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         written.append(_save(fig, out / f"task_hit_rate_{stem}.png"))
 
         sweep = [
@@ -191,10 +229,14 @@ def write_plots(results: Sequence[RunResult], outdir: str | Path) -> list[Path]:
         if len(sweep) > 1:
             order = {"tokenpilot_B1": 1, "tokenpilot": 3, "tokenpilot_B5": 5, "tokenpilot_Binf": 99}
             sweep.sort(key=lambda x: order.get(x[0], 50))
-            fig, ax = plt.subplots(figsize=(6, 4))
+            fig, ax = plt.subplots(figsize=(6.5, 4))
             labels = [{"tokenpilot": "B=3"}.get(n, n.replace("tokenpilot_B", "B=")) for n, _ in sweep]
-            ax.plot(labels, [rec["cost_usd"] for _, rec in sweep], marker="o")
-            ax.set(xlabel="estimator batch B", ylabel="cost $", title=f"B sweep — {ts} ({mode}, {prof})")
+            ax.plot(labels, [rec["cost_usd"] for _, rec in sweep], marker="o", color="tab:blue")
+            ax.set(xlabel="estimator batch B", title=f"B sweep — {ts} ({mode}, {prof})")
+            ax.set_ylabel("cost $", color="tab:blue")
+            ret = ax.twinx()  # what each batch costs in fidelity, beside what it saves
+            ret.plot(labels, [100 * rec["retention"] for _, rec in sweep], marker="s", color="tab:orange")
+            ret.set_ylabel("retention %", color="tab:orange")
             written.append(_save(fig, out / f"b_sweep_{stem}.png"))
     return written
 
