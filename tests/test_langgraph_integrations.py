@@ -91,6 +91,27 @@ def test_custom_state_graph_with_readme_lines() -> None:
     assert graph.get_state(THREAD).values[STATE_KEY]["lifecycle_at"][1] in (0, 1)
 
 
+def test_a_state_without_the_tokenpilot_channel_warns_with_the_fix() -> None:
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import tools_condition
+
+    from tokenpilot_langgraph import ModelNode
+    from tokenpilot_langgraph.nodes import MISSING_CHANNEL, _warned
+
+    _warned.discard("thread-1")
+    model, pilot = ScriptedChatModel(replies=RECALL_SCRIPT + replies(TASKS[:1])), make_pilot()
+    builder = StateGraph(MessagesState)  # no TokenPilotChannel: the update is dropped
+    builder.add_node("agent", ModelNode(model, TOOLS, pilot, prompt=PROMPT).as_runnable())
+    builder.add_node("tools", tokenpilot_tool_node(TOOLS, pilot))
+    builder.add_edge(START, "agent")
+    builder.add_edge("tools", "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    with pytest.warns(RuntimeWarning, match="TokenPilotChannel"):
+        graph.invoke({"messages": [HumanMessage("Read today's news page")]}, THREAD)
+    assert "class State(MessagesState, TokenPilotChannel)" in MISSING_CHANNEL
+
+
 # ---------------------------------------------------------------------------
 # (g) create_react_agent + pre_model_hook
 # ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +105,8 @@ class Renderer:
         try:
             history = [*system, *messages]
             saved = saved_of(state) if self.checkpoint else None
+            if self.checkpoint and saved is None and rt.seq.get(sid, 0) > 0:
+                _warn_missing_channel(sid)
             restore_session(pilot, sid, saved)
             converted = to_openai(history)
             prepared = pilot.prepare(
@@ -123,6 +126,23 @@ class Renderer:
         record = CallStats(prepared.stats, prepared.tail_start)
         rt.thread_stats(sid).calls.append(record)
         return Rendered(sid, prepared, view, update, seq, record)
+
+
+MISSING_CHANNEL = (
+    "tokenpilot_langgraph: the graph state has no 'tokenpilot' channel, so TokenPilot's state "
+    "is dropped after every step and checkpoints cannot resume it. Add the channel to your "
+    "state: class State(MessagesState, TokenPilotChannel): ..."
+)
+_warned: set[str] = set()
+
+
+def _warn_missing_channel(session: str) -> None:
+    """Once per thread: an update written on the last render did not come back in state."""
+    if session in _warned:
+        return
+    _warned.add(session)
+    warnings.warn(MISSING_CHANNEL, RuntimeWarning, stacklevel=3)
+    log.warning("%s (thread %s)", MISSING_CHANNEL, session)
 
 
 def wants_cache_key(model: Any) -> bool:
