@@ -21,3 +21,34 @@ def test_ci_runs_the_quickstart_test_command_verbatim():
     ci_cmd = [line for line in ci.splitlines() if line.startswith("python3 -m venv")]
     assert ci_cmd == [commands[1]]
     assert "tokenpilot bench" in commands[0]
+
+
+def test_the_readme_stategraph_snippet_runs_verbatim():
+    """The 'existing agents' block, executed as written, with a scripted model and one tool."""
+    import pytest
+
+    pytest.importorskip("langgraph")
+    from langchain_core.messages import HumanMessage
+    from langchain_core.tools import tool
+
+    from tokenpilot_langgraph.testing import ScriptedChatModel, answer, tool_call
+
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("Your own `StateGraph`", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+    @tool
+    def lookup(city: str) -> str:
+        """The weather in a city."""
+        return f"{city}: sunny, 21 C\n" * 4000  # 72k chars: over the generic 50k limit
+
+    model = ScriptedChatModel(replies=[tool_call("lookup", {"city": "Oslo"}), answer("Sunny in Oslo.")])
+    scope = {"model": model, "tools": [lookup], "SYSTEM": "You are a weather agent."}
+    exec(compile(code, "README.md", "exec"), scope)
+    graph = scope["graph"]
+    config = {"configurable": {"thread_id": "readme"}}
+    out = graph.invoke({"messages": [HumanMessage("Weather in Oslo?")]}, config)
+    assert out["messages"][-1].content == "Sunny in Oslo." and len(model.requests) == 2
+    assert "tokenpilot" in graph.get_state(config).values  # the channel holds TokenPilot's state
+    seen = [m for m in model.requests[1].messages if m.type == "tool"][0]
+    assert len(seen.content) < len(out["messages"][2].content)  # the model saw the reduced result
