@@ -88,11 +88,14 @@ def main() -> None:
         graph.invoke({"messages": [("user", task)]}, config)
 
     stats = thread_stats(graph.tokenpilot, "demo")
-    print(f"{'call':>4} {'raw tok':>8} {'sent tok':>8} {'cache read':>10}  prefix")
+    # raw/sent: TokenPilot's count of the history without/with it; prompt/cached: what the
+    # model reported for the request it received (its JSON, so a little more than "sent").
+    print(f"{'call':>4} {'raw tok':>8} {'sent tok':>8} {'prompt tok':>10} {'cached':>8}  prefix")
     for i, call in enumerate(stats.calls):
         p = call.prepare
         print(
-            f"{i:>4} {p.raw_tokens:>8} {p.tokens:>8} {call.cache_read_tokens or 0:>10}  {p.prefix_break or ('first' if i == 0 else 'extends')}"
+            f"{i:>4} {p.raw_tokens:>8} {p.tokens:>8} {call.input_tokens or 0:>10} "
+            f"{call.cache_read_tokens or 0:>8}  {p.prefix_break or ('first' if i == 0 else 'extends')}"
         )
     print(json.dumps(stats.summary(), indent=2))
     state = graph.get_state(config).values

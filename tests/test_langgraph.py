@@ -463,3 +463,11 @@ def test_identical_repeated_calls_are_withheld_by_the_core_loop_guard() -> None:
     assert all(m.content == results[0].content for m in results)  # state keeps every original
     seen = [m for m in model.requests[-1].messages if isinstance(m, ToolMessage)]
     assert "withheld to break a loop" in seen[-1].content and "withheld" not in seen[4].content
+
+
+def test_scripted_usage_counts_one_unit_cache_read_never_above_input() -> None:
+    model, pilot = ScriptedChatModel(replies=replies()), make_pilot()
+    run_tasks(build(model, pilot), TASKS)
+    calls = thread_stats(pilot, "thread-1").calls
+    assert all(c.input_tokens and c.cache_read_tokens <= c.input_tokens for c in calls)
+    assert any(c.cache_read_tokens for c in calls[1:])

@@ -4,7 +4,7 @@ Each call takes the next scripted reply (an `AIMessage`, or a function of the re
 that returns one, e.g. to quote an artifact id the model was shown) and records the
 request it received: messages, bound tools and call kwargs. Replies carry a simulated
 `usage_metadata` whose `cache_read` is the longest common prefix with the previous
-request, as an exact prefix cache would serve it (1 token = 4 chars of the JSON).
+request, as an exact prefix cache would serve it (tokens counted with the core's tokenizer).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, PrivateAttr
+
+from tokenpilot.tokens import count_tokens
 
 
 @dataclass(slots=True)
@@ -102,13 +104,17 @@ def _with_ids(message: AIMessage, key: str) -> AIMessage:
 
 
 def _usage(request: ScriptedRequest, previous: ScriptedRequest | None, reply: AIMessage) -> Any:
+    """Tokens counted as the core counts them (tiktoken), so `cache_read` never exceeds
+    `input_tokens` and compares with `PrepareStats.tokens` (the request's JSON adds a little)."""
     text = request.payload()
     common = _common_prefix(previous.payload(), text) if previous is not None else 0
+    prompt = count_tokens(text)
+    output = max(count_tokens(str(reply.content)), 1)
     return {
-        "input_tokens": len(text) // 4,
-        "output_tokens": max(len(str(reply.content)) // 4, 1),
-        "total_tokens": len(text) // 4 + max(len(str(reply.content)) // 4, 1),
-        "input_token_details": {"cache_read": common // 4},
+        "input_tokens": prompt,
+        "output_tokens": output,
+        "total_tokens": prompt + output,
+        "input_token_details": {"cache_read": min(count_tokens(text[:common]), prompt)},
     }
 
 
