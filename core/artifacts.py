@@ -156,9 +156,14 @@ class ArtifactStore:
                 ),
             )
         if start_line is None and end_line is None and not pattern:
-            return RecallResult(aid, text, True, total_lines=_line_count(text))
+            n = _line_count(text)
+            note = f"[tokenpilot: all {n} lines ({len(text):,} chars) of {aid}]"
+            return RecallResult(aid, text, True, total_lines=n, note=note)
         lines = text.splitlines(keepends=True)
         total = len(lines)
+        past = _past_end(start_line, end_line, total, aid)
+        if past is not None:
+            return RecallResult(aid, "", True, total, note=past)
         if pattern:
             if len(pattern) > _MAX_PATTERN_CHARS:
                 return RecallResult(aid, "", True, total, note="[tokenpilot: pattern too long]")
@@ -167,8 +172,25 @@ class ArtifactStore:
             except re.error as exc:
                 return RecallResult(aid, "", True, total, note=f"[tokenpilot: invalid pattern: {exc}]")
             lo, hi = _line_bounds(start_line, end_line, total)
-            picked = [f"{i + 1}: {lines[i]}" for i in range(lo, hi) if rx.search(lines[i])]
-            note = f"[tokenpilot: {len(picked)} of {total} lines of {aid} match {pattern!r}]"
+            picked: list[str] = []
+            matched = 0
+            for i in range(lo, hi):
+                line = lines[i]
+                if len(line) <= _LONG_LINE:
+                    if rx.search(line):
+                        matched += 1
+                        picked.append(f"{i + 1}: {line}")
+                    continue
+                # A long line (minified HTML or JSON): the text around each match, not the line.
+                hits = [m for _, m in zip(range(_MAX_SNIPPETS + 1), rx.finditer(line))]
+                if hits:
+                    matched += 1
+                    for m in hits[:_MAX_SNIPPETS]:
+                        a, b = max(m.start() - _CONTEXT, 0), min(m.end() + _CONTEXT, len(line))
+                        picked.append(f"{i + 1}[chars {a}-{b} of {len(line)}]: {line[a:b].rstrip()}\n")
+                    if len(hits) > _MAX_SNIPPETS:
+                        picked.append(f"{i + 1}: [more matches on this line; narrow the pattern]\n")
+            note = f"[tokenpilot: {matched} of {total} lines of {aid} match {pattern!r}]"
             return RecallResult(aid, "".join(picked), True, total, note=note)
         lo, hi = _line_bounds(start_line, end_line, total)
         note = f"[tokenpilot: lines {lo + 1}-{hi} of {total} of {aid}]"
@@ -207,8 +229,23 @@ class ArtifactStore:
         self._cache.close()
 
 
+_LONG_LINE = 2000  # a matching line longer than this comes back as snippets around each match
+_CONTEXT = 200  # chars kept on each side of a match in a long line
+_MAX_SNIPPETS = 20
+
+
 def _line_count(text: str) -> int:
     return len(text.splitlines())
+
+
+def _past_end(start_line: int | None, end_line: int | None, total: int, aid: str) -> str | None:
+    """A clear answer for a range that holds no line, instead of "lines 308-307 of 307"."""
+    lo = max(int(start_line or 1), 1)
+    if start_line is not None and lo > total:
+        return f"[tokenpilot: line {lo} is past the end: {aid} has {total} lines]"
+    if end_line is not None and int(end_line) < lo:
+        return f"[tokenpilot: end_line {end_line} is before start_line {lo}; {aid} has {total} lines]"
+    return None
 
 
 def _line_bounds(start_line: int | None, end_line: int | None, total: int) -> tuple[int, int]:

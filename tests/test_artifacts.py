@@ -95,3 +95,29 @@ def test_prune_never_drops_live_sessions(tmp_path):
     assert not store.recall("dead", dead).found
     # even over the limit, live artifacts stay
     assert store.prune() == 0 and store.get("live", live)
+
+
+def test_recall_says_when_a_range_is_past_the_end_and_heads_a_whole_recall():
+    store = ArtifactStore()
+    text = "".join(f"line {i}\n" for i in range(1, 308))
+    aid = store.put("s", text)
+    past = store.recall("s", aid, start_line=777, end_line=777)
+    assert past.text == "" and "past the end" in past.note and "307 lines" in past.note
+    backwards = store.recall("s", aid, start_line=10, end_line=5)
+    assert backwards.text == "" and "before start_line" in backwards.note
+    whole = store.recall("s", aid)
+    assert (
+        whole.text == text and whole.for_model() == f"{whole.note}\n{text}" and "all 307 lines" in whole.note
+    )
+
+
+def test_a_pattern_on_one_long_line_returns_snippets_not_the_page():
+    store = ArtifactStore()
+    page = (
+        "<html>" + "<p>filler text</p>" * 20_000 + "<p>ERROR 42 here</p>" + "<p>more</p>" * 5000 + "</html>"
+    )
+    aid = store.put("s", page)
+    r = store.recall("s", aid, pattern="ERROR \\d+")
+    assert "ERROR 42 here" in r.text and len(r.text) < 1000 and "1 of 1 lines" in r.note
+    many = store.recall("s", aid, pattern="filler")
+    assert len(many.text) < 20_000 and "narrow the pattern" in many.text

@@ -230,7 +230,9 @@ def test_reduced_output_names_its_artifact_and_recall_is_exact():
     aid = p.stats.artifacts[0]
     assert aid in text and "recall_artifact" in text
     assert tp.recall(aid, session_id="s").text == LOG
-    assert tp.execute_recall(json.dumps({"artifact_id": aid}), session_id="s") == LOG
+    whole = tp.execute_recall(json.dumps({"artifact_id": aid}), session_id="s")
+    header, body = whole.split("\n", 1)
+    assert body == LOG and header.startswith("[tokenpilot: all ") and aid in header
     assert "invalid" in tp.execute_recall("{not json", session_id="s")
     assert "invalid" in tp.execute_recall({"artifact_id": aid, "start_line": "x"}, session_id="s")
     assert "no artifact" in tp.execute_recall({"artifact_id": "art_" + "0" * 24}, session_id="s")
@@ -533,11 +535,11 @@ def test_recalled_originals_reach_the_model_unreduced():
     p = tp.prepare(msgs, session_id="s")
     aid = p.stats.artifacts[0]
     back = tp.execute_recall({"artifact_id": aid}, session_id="s")
-    assert back == page
+    assert back.startswith("[tokenpilot: all ") and back.split("\n", 1)[1] == page
     for i in range(3):  # recalled again and again: still whole
         msgs = msgs + [call(f"r{i}", "recall_artifact", artifact_id=aid), result(f"r{i}", back)]
     q = tp.prepare(msgs, session_id="s")
-    assert [m["content"] for m in tool_msgs(q)[1:]] == [page] * 3
+    assert [m["content"] for m in tool_msgs(q)[1:]] == [back] * 3
 
 
 def test_an_empty_profile_runs_no_pass():
