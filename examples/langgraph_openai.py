@@ -1,4 +1,4 @@
-"""TokenPilot in a LangGraph agent on OpenAI (needs `pip install langchain-openai` and
+"""TokenPilot in a LangGraph agent on OpenAI (needs `pip install 'tokenpilot[examples]'` and
 OPENAI_API_KEY; not run by the tests). Same agent as `langgraph_scripted.py`, real model.
 
     OPENAI_API_KEY=... python examples/langgraph_openai.py [model]
