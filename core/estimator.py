@@ -166,7 +166,10 @@ _PATH_KEYS = (
     "destination",
     "output_path",
 )
-_FAILED_RE = re.compile(r"^\s*(error|failed|failure|exception|traceback|permission denied)\b", re.I)
+# A tool result that reports a failure (Claude Code wraps its own in <tool_use_error>).
+FAILED_RE = re.compile(
+    r"^\s*(?:<tool_use_error>|(?:error|failed|failure|exception|traceback|permission denied)\b)", re.I
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +261,7 @@ def turn_record(messages: Sequence[Mapping[str, Any]], turn: Turn, seq: int) -> 
         refs |= extract_refs(_json_strings(args[:20_000]))
         result = results.get(cid, result_texts[n] if n < len(result_texts) else "")
         path = _written_path(name, args)
-        if path and path not in wrote and not _FAILED_RE.match(result):
+        if path and path not in wrote and not FAILED_RE.match(result):
             wrote.append(path)
     for r in result_texts:
         refs |= extract_refs(excerpt(r), identifiers=False)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._canonical import canonical_json
-from .estimator import extract_refs
+from .estimator import FAILED_RE, extract_refs
 from .ingest import DEDUP_NOTE
 from .tokens import message_tokens
 from .turns import Turn, call_name_args, content_text, tool_calls_of
@@ -185,11 +185,8 @@ def _shell(command: str) -> tuple[str, str | None, bool]:
     files = [w for w in words[1:] if not w.startswith("-") and ("/" in w or "." in w)]
     if prog == "sed" and "-i" in words:
         return "edit", files[-1] if files else None, False
-    if prog in _SHELL_READERS and len(files) == 1 and "|" not in cmd:
-        whole = prog == "cat" and len(words) == 2
-        return "read", files[0], whole
     if prog in _SHELL_READERS and len(files) == 1:
-        return "read", files[0], False
+        return "read", files[0], prog == "cat" and len(words) == 2 and "|" not in cmd
     if prog in _SHELL_SEARCH:
         return "search", None, False
     return "command", None, False
@@ -211,11 +208,6 @@ def _kind(name: str, args: Mapping[str, Any]) -> str:
     if tool in _SEARCH_TOOLS:
         return "search"
     return "command"
-
-
-def _failed(text: str) -> bool:
-    head = text.lstrip()[:200].lower()
-    return head.startswith(("error", "<tool_use_error>", "traceback", "failed", "exception"))
 
 
 def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
@@ -256,10 +248,9 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
     paths = tuple(sorted(paths_set))
     call_key = canonical_json([[_norm_tool(n), a if a else raw] for n, a, raw in calls])
     result_text = "\n".join(results)
-    # What the bundle introduced: the references in its results, and the files it named
-    # (a later edit or mention of a file uses the read that showed it).
-    # Only a read or a whole write holds a file's content; an edit or a search that names
-    # the file must not take over as the carrier its later mentions are charged to.
+    # What the bundle introduced: the refs in its results and, for a read or a whole write,
+    # the file itself (a later mention of it uses this bundle). An edit or a search that
+    # names the file must not take over as the carrier its later mentions are charged to.
     named = (
         {x for p in paths for x in (p, p.rstrip("/").rsplit("/", 1)[-1]) if x}
         if kind in ("read", "write")
@@ -278,7 +269,7 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
         uses=frozenset(extract_refs("\n".join(user_texts + intent))),
         provides=provides,
         hits=hits,
-        failed=any(_failed(r) for r in results),
+        failed=any(FAILED_RE.match(r) for r in results),
         repeat=any(DEDUP_NOTE in r for r in results),
         tokens=tokens,
     )
