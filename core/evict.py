@@ -16,7 +16,6 @@ than re-prefilling everything after the cut once.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,7 @@ from ._canonical import canonical_json
 from .pairing import validate_pairing
 from .pricing import Prices
 from .registry import TaskRegistry
-from .turns import Turn, call_name_args, tool_calls_of
+from .turns import Turn, call_name_args, parsed_args, tool_calls_of
 
 __all__ = [
     "Decision",
@@ -128,16 +127,10 @@ def _describe_call(messages: Sequence[Message], turn: Turn) -> str:
     for k in range(turn.start, turn.end):
         for c in tool_calls_of(messages[k]):
             name, raw = call_name_args(c)
-            try:
-                args = json.loads(raw) if raw.strip() else {}
-            except ValueError:
-                args = {}
-            what = ""
-            if isinstance(args, Mapping):
-                for key in _DESCRIBE_KEYS:
-                    if isinstance(args.get(key), str) and args[key].strip():
-                        what = args[key]
-                        break
+            args = parsed_args(raw)
+            what = next(
+                (args[k] for k in _DESCRIBE_KEYS if isinstance(args.get(k), str) and args[k].strip()), ""
+            )
             parts.append(f"{name} {_clean(what, 60)}".strip() if what else name)
     return ", ".join(parts) or "turn"
 

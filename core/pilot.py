@@ -156,17 +156,11 @@ class Session:
         self.recallable = False  # something was stored or evicted: recall_artifact is listed
 
 
-def _calls_bulky_tool(msg: Mapping[str, Any]) -> bool:
-    """Does this assistant message call a tool whose output is often large?"""
-    calls = msg.get("tool_calls")
-    if not isinstance(calls, list):
-        return False
-    for c in calls:
-        fn = c.get("function") if isinstance(c, Mapping) else None
-        name = fn.get("name") if isinstance(fn, Mapping) else None
-        if isinstance(name, str) and tool_family(name) in BULKY_TOOL_FAMILIES:
-            return True
-    return False
+def _bulky(tools: Any) -> bool:
+    """Is one of these tool definitions or calls (both carry `function.name`) a tool whose
+    output is often large?"""
+    items = tools if isinstance(tools, list | tuple) else ()
+    return any(isinstance(t, Mapping) and tool_family(tool_name(t)) in BULKY_TOOL_FAMILIES for t in items)
 
 
 def _sig_calls(msg: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None:
@@ -352,7 +346,7 @@ class TokenPilot:
                 s.entries.append(self._passthrough_entry(msg))
                 continue
             if cfg.recall_tool_from == "auto" and not s.recallable and msg.get("tool_calls"):
-                s.recallable = _calls_bulky_tool(msg)  # known from the calls when the tool list is not
+                s.recallable = _bulky(msg["tool_calls"])  # known from the calls when the tool list is not
             entry = self._ingest(s, msg, stored)
             if entry.artifact_id:
                 reduced += 1
@@ -361,7 +355,7 @@ class TokenPilot:
         rendered, keys, evicted = self._render_history(s, history)
         # Tools after ingestion: `recall_artifact` may join on the first call with an artifact.
         if s.calls_prepared == 0 and cfg.recall_tool_from == "auto" and not s.recallable:
-            s.recallable = any(tool_family(tool_name(t)) in BULKY_TOOL_FAMILIES for t in tools or ())
+            s.recallable = _bulky(list(tools or ()))
         s.recallable = s.recallable or bool(stored) or bool(evicted)
         recall = cfg.register_recall_tool and (cfg.recall_tool_from == "first_call" or s.recallable)
         s.tools, tools_changed = merge_tools(s.tools, tools, include_recall=recall)

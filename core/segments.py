@@ -31,7 +31,6 @@ the user's words always stay.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -42,7 +41,7 @@ from ._canonical import canonical_json
 from .estimator import FAILED_RE, extract_refs
 from .ingest import DEDUP_NOTE
 from .tokens import message_tokens
-from .turns import Turn, call_name_args, content_text, tool_calls_of
+from .turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
 
 Message = Mapping[str, Any]
 
@@ -140,14 +139,6 @@ def _norm_tool(name: str) -> str:
     return name.rsplit("__", 1)[-1].rsplit(".", 1)[-1].lower()
 
 
-def _args(raw: str) -> Mapping[str, Any]:
-    try:
-        value = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, Mapping) else {}
-
-
 def _path_of(args: Mapping[str, Any]) -> str | None:
     for key in _PATH_KEYS:
         value = args.get(key)
@@ -226,7 +217,7 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
             intent.append(text)
             for c in tool_calls_of(m):
                 name, raw = call_name_args(c)
-                calls.append((name, _args(raw), raw))
+                calls.append((name, parsed_args(raw), raw))
                 intent.append(raw[:20_000])
         elif role == "tool":
             results.append(text[:_MAX_RESULT_SCAN])

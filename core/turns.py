@@ -81,6 +81,15 @@ def call_name_args(call: Mapping[str, Any]) -> tuple[str, str]:
     return (name if isinstance(name, str) else ""), args
 
 
+def parsed_args(raw: str) -> Mapping[str, Any]:
+    """Tool-call arguments as a mapping; {} when they are empty, not JSON or not an object."""
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, Mapping) else {}
+
+
 def _stable_args(args: str) -> Any:
     """Arguments re-serialised canonically when they are JSON (whitespace-proof)."""
     try:
