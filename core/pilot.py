@@ -120,6 +120,7 @@ class _Entry:
     effect: tuple[str, str, str, str] | None = None  # (aid, tool, call key, source) for state replays
     call_infos: tuple[tuple[str, ToolCallInfo], ...] = ()
     live: bool = True  # False after an import: match by hash once, then by value
+    key: str = ""  # digest of `frozen`, the render key that survives a restart (filled lazily)
 
 
 @dataclass(slots=True)
@@ -147,7 +148,7 @@ class Session:
         self.tools_version = 0
         self.tools_tokens = 0
         self.updates: list[tuple[int, dict[str, Any]]] = []  # (after n entries, message)
-        self.last_keys: list[int] = []
+        self.last_keys: list[Any] = []  # render keys of the last call: versions, then digests
         self.plan_version = 0
         self.last_plan_version = 0
         self.prefix_breaks = 0
@@ -523,7 +524,7 @@ class TokenPilot:
 
         return put
 
-    def _render_history(self, s: Session, history: list[Any]) -> tuple[list[Any], list[int], set[int]]:
+    def _render_history(self, s: Session, history: list[Any]) -> tuple[list[Any], list[str], set[int]]:
         """Frozen messages (with current ids), update notes, eviction stubs; and render keys."""
         drop: set[int] = set()
         stubs: dict[int, list[dict[str, Any]]] = {}
@@ -542,14 +543,14 @@ class TokenPilot:
         for pos, m in s.updates:
             updates.setdefault(pos, []).append(m)
         out: list[Any] = []
-        keys: list[int] = []
+        keys: list[str] = []
         for i, e in enumerate(s.entries):
             for m in updates.get(i, ()):
                 out.append(dict(m))
-                keys.append(id(m))
+                keys.append(_digest(m))
             for m in stubs.get(i, ()):
                 out.append(dict(m))
-                keys.append(hash(canonical_json(m)))
+                keys.append(_digest(m))
             if i in drop:
                 continue
             msg = history[i]
@@ -558,18 +559,18 @@ class TokenPilot:
                 cur = _ids(msg) if isinstance(msg, Mapping) else e.ids
                 if cur != e.ids:
                     out.append(_with_ids(frozen, cur))
-                    keys.append(hash((id(frozen), cur)))
+                    keys.append(f"{_entry_key(e)}:{_digest(cur)}")
                     continue
                 out.append(dict(frozen))
             else:
                 out.append(frozen)
-            keys.append(id(frozen))
+            keys.append(_entry_key(e))
         for m in updates.get(len(s.entries), ()):
             out.append(dict(m))
-            keys.append(id(m))
+            keys.append(_digest(m))
         return out, keys, drop
 
-    def _break_cause(self, s: Session, keys: list[int], rewritten: bool) -> str:
+    def _break_cause(self, s: Session, keys: list[Any], rewritten: bool) -> str:
         prev = s.last_keys
         if prev[0] != keys[0]:
             return "system prompt changed"
@@ -785,9 +786,17 @@ class TokenPilot:
                     "rendered": s.system.rendered,
                     "tokens": s.system.tokens,
                     "verbatim": s.system.verbatim,
+                    "version": s.system.version,
                 },
                 "tools": s.tools,
                 "tools_tokens": s.tools_tokens,
+                "tools_version": s.tools_version,
+                # What the last call rendered, so the first call after a restart is checked too.
+                "last_keys": s.last_keys,
+                "plan_version": s.plan_version,
+                "last_plan_version": s.last_plan_version,
+                "calls_prepared": s.calls_prepared,
+                "recallable": s.recallable,
                 "updates": [[pos, m] for pos, m in s.updates],
                 "prefix_breaks": s.prefix_breaks,
                 "lifecycle": s.lifecycle.to_dict()
@@ -837,10 +846,15 @@ class TokenPilot:
                 s.system.rendered = list(sysd["rendered"])
                 s.system.tokens = int(sysd["tokens"])
                 s.system.verbatim = bool(sysd.get("verbatim", False))
-                s.system.version = 1
+                s.system.version = int(sysd.get("version", 1))
             s.tools = list(data.get("tools", []))
             s.tools_tokens = int(data.get("tools_tokens", 0))
-            s.tools_version = 1 if s.tools else 0
+            s.tools_version = int(data.get("tools_version", 1 if s.tools else 0))
+            s.last_keys = list(data.get("last_keys", []))
+            s.plan_version = int(data.get("plan_version", 0))
+            s.last_plan_version = int(data.get("last_plan_version", 0))
+            s.calls_prepared = int(data.get("calls_prepared", 0))
+            s.recallable = bool(data.get("recallable", False))
             s.updates = [(int(pos), m) for pos, m in data.get("updates", [])]
             s.prefix_breaks = int(data.get("prefix_breaks", 0))
             if (
@@ -855,6 +869,21 @@ class TokenPilot:
         self.store.close_session(session_id)
         with self._lock:
             self._sessions.pop(session_id, None)
+
+
+def _digest(obj: Any) -> str:
+    """A short content digest: render keys that mean the same in every process."""
+    try:
+        text = canonical_json(obj)
+    except (TypeError, ValueError):
+        text = repr(obj)
+    return sha256_hex(text)[:20]
+
+
+def _entry_key(e: _Entry) -> str:
+    if not e.key:
+        e.key = _digest(e.frozen)
+    return e.key
 
 
 def _hashable(msg: Mapping[str, Any]) -> bool:

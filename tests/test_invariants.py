@@ -1,11 +1,13 @@
-"""Invariants I1–I5 (DESIGN.md §4) as properties over random sessions."""
+"""Invariants I1–I6 (DESIGN.md §4) as properties over random sessions, across restarts too."""
 
 from __future__ import annotations
 
 import json
 import re
+import tempfile
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from strategies import TOOLS, call_points, session
 
 from tokenpilot import TokenPilot
@@ -154,3 +156,30 @@ def test_i1_i6_prefix_breaks_only_at_evictions_and_evicted_content_recoverable(m
                 for e in evicted:  # the original, or its reduced form pointing at the original
                     assert e in msgs or _ART.search(canonical_json(e))
     assert p.stats.prefix_breaks == breaks
+
+
+@SETTINGS
+@given(session(), st.integers(0, 60))
+def test_i1_restart_at_any_call_renders_the_same_bytes(msgs, crash_at):
+    """A process that dies after any call and is restored from its last saved state
+    renders every later call byte for byte as an uninterrupted one, breaks counted alike."""
+
+    def run(tp: TokenPilot, k: int):
+        p = tp.prepare(msgs[:k], TOOLS, session_id="s")
+        return (
+            _bytes(p) + canonical_json(p.messages[p.tail_start :]),
+            p.stats.prefix_break,
+            p.stats.prefix_breaks,
+        )
+
+    with tempfile.TemporaryDirectory() as d:
+        steady = _evicting(1)
+        restarted = TokenPilot(store=ArtifactStore(d), lifecycle=steady.lifecycle_config)
+        points = call_points(msgs)
+        crash_at %= len(points)
+        for i, k in enumerate(points):
+            assert run(restarted, k) == run(steady, k), f"call {i} differs after a restart at call {crash_at}"
+            if i == crash_at:
+                saved = json.dumps(restarted.export_session("s"), ensure_ascii=True)
+                restarted = TokenPilot(store=ArtifactStore(d), lifecycle=steady.lifecycle_config)
+                restarted.import_session(json.loads(saved))
