@@ -60,6 +60,8 @@ def _add_openclaw(subparsers: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry (`python -m tokenpilot_openclaw`), same commands as `tokenpilot`."""
     parser = argparse.ArgumentParser(prog="python -m tokenpilot_openclaw")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what TokenPilot decides (INFO level)")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log what TokenPilot decides (INFO level)"
+    )
     register(parser.add_subparsers(dest="command", required=True))
     return run(parser, argv)

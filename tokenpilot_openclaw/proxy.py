@@ -18,6 +18,7 @@ import hmac
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -116,6 +117,8 @@ class Proxy:
         )
         self._auth_token: str | None = None
         self._dirty: set[str] = set()
+        self._save_locks: dict[str, threading.Lock] = {}
+        self._save_failed: set[str] = set()  # sessions whose last write failed (logged once)
         self._last_stable: dict[str, list[Any]] = {}
         self._flusher: asyncio.Task[None] | None = None
         self._started = time.time()
@@ -165,25 +168,41 @@ class Proxy:
         return n
 
     async def flush(self) -> int:
-        """Write the state of every session touched since the last flush."""
+        """Write the state of every session touched since the last flush (usage counters)."""
         if self.state is None:
             return 0
         dirty, self._dirty = self._dirty, set()
         written = 0
         for sid in sorted(dirty):
-            try:
-                await asyncio.to_thread(self._save, sid)
+            if await asyncio.to_thread(self._save, sid):
                 written += 1
-            except (OSError, TypeError, ValueError) as exc:
-                self._dirty.add(sid)  # keep it for the next try
-                log.error("tokenpilot: could not save session %s: %s", sid, exc)
+            else:
+                self._dirty.add(sid)  # kept for the next try
         return written
 
-    def _save(self, sid: str) -> None:
-        assert self.state is not None
-        session = self.pilot.export_session(sid) if sid in self.pilot.session_ids else None
-        stats = self.stats.get(sid, SessionStats())
-        self.state.save(sid, {"id": sid, "version": 1, "session": session, "stats": stats.to_dict()})
+    def _save(self, sid: str) -> bool:
+        """Write one session's state now (atomic replace); a failure is kept for a retry.
+
+        Saves of one session are serialised and each exports the state at its own
+        moment, so the file on disk is never older than a save that already returned.
+        """
+        if self.state is None:
+            return False
+        lock = self._save_locks.setdefault(sid, threading.Lock())
+        with lock:
+            try:
+                session = self.pilot.export_session(sid) if sid in self.pilot.session_ids else None
+                stats = self.stats.get(sid, SessionStats())
+                self.state.save(sid, {"id": sid, "version": 1, "session": session, "stats": stats.to_dict()})
+            except (OSError, TypeError, ValueError) as exc:
+                if sid not in self._save_failed:
+                    self._save_failed.add(sid)
+                    log.error("tokenpilot: could not save session %s (will retry): %s", sid, exc)
+                return False
+        if sid in self._save_failed:
+            self._save_failed.discard(sid)
+            log.info("tokenpilot: session %s saved again", sid)
+        return True
 
     async def _flush_periodically(self) -> None:
         while True:
@@ -252,7 +271,7 @@ class Proxy:
         sid = resolve_session_id(body, request.headers)
         prepared: Prepared | None = None
         try:
-            prepared = await asyncio.to_thread(self.pilot.prepare, history, body.get("tools"), session_id=sid)
+            prepared = await asyncio.to_thread(self._prepare, history, body.get("tools"), sid)
         except MessageError as exc:
             return json_error(400, str(exc), type_="invalid_request_error", param="messages")
         except Exception:  # a TokenPilot bug must not stop the agent: forward the request as it came
@@ -269,6 +288,15 @@ class Proxy:
         if body.get("stream") is True:
             return await self._stream(request, out, headers, stats, wire.client_wants_usage(body))
         return await self._complete(out, headers, stats)
+
+    def _prepare(self, history: list[Any], tools: Any, sid: str | None) -> Prepared:
+        """TokenPilot's rendering, its state written through before the upstream sees it:
+        whatever a provider has cached of this session, a restart (even after kill -9)
+        renders again. One worker-thread hop for both, so saves never queue behind
+        other requests' prepares. A failed save stays in `_dirty` for the next flush."""
+        prepared = self.pilot.prepare(history, tools, session_id=sid)
+        self._save(prepared.session_id)
+        return prepared
 
     def _note_prepared(self, sid: str, prepared: Prepared, stats: SessionStats) -> None:
         st = prepared.stats

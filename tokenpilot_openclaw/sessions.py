@@ -92,21 +92,26 @@ def _int(value: Any) -> int:
 
 
 class StateDir:
-    """One JSON file per session (TokenPilot's export plus stats), written atomically."""
+    """One JSON file per session (TokenPilot's export plus stats), written atomically.
+
+    Files are ASCII JSON: text the agent sent with lone surrogates is kept as `\\udXXX`
+    escapes, so every state can be written and read back as it was.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).expanduser()
         self.path.mkdir(parents=True, exist_ok=True)
 
     def file_for(self, session_id: str) -> Path:
-        return self.path / f"{hashlib.sha256(session_id.encode()).hexdigest()[:32]}.json"
+        digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+        return self.path / f"{digest[:32]}.json"
 
     def save(self, session_id: str, data: Mapping[str, Any]) -> None:
         target = self.file_for(session_id)
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
+                json.dump(data, f, ensure_ascii=True, separators=(",", ":"))
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

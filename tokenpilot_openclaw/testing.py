@@ -247,21 +247,24 @@ class FakeUpstream:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         payloads = [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
-        for n, payload in enumerate(payloads):
-            if fault is not None:
-                if fault.cut_after is not None and n == fault.cut_after:
-                    assert request.transport is not None
-                    request.transport.close()  # no terminating chunk: the client sees a broken body
-                    return resp
-                if fault.eof_after is not None and n == fault.eof_after:
-                    await resp.write_eof()
-                    return resp
-                if fault.stall_after is not None and n == fault.stall_after:
-                    await asyncio.sleep(fault.stall_s)
-            await resp.write(payload)
-            if self.chunk_delay_s:
-                await asyncio.sleep(self.chunk_delay_s)
-        await resp.write_eof()
+        try:
+            for n, payload in enumerate(payloads):
+                if fault is not None:
+                    if fault.cut_after is not None and n == fault.cut_after:
+                        assert request.transport is not None
+                        request.transport.close()  # no terminating chunk: the client sees a broken body
+                        return resp
+                    if fault.eof_after is not None and n == fault.eof_after:
+                        await resp.write_eof()
+                        return resp
+                    if fault.stall_after is not None and n == fault.stall_after:
+                        await asyncio.sleep(fault.stall_s)
+                await resp.write(payload)
+                if self.chunk_delay_s:
+                    await asyncio.sleep(self.chunk_delay_s)
+            await resp.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away (a killed proxy): nothing to tell it
         return resp
 
 
