@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,15 @@ from tokenpilot.artifacts import default_store_dir
 from tokenpilot.errors import MessageError, TokenPilotError
 
 from . import sse, wire
-from .sessions import SessionStats, StateDir, normalize_session_id, resolve_session_id
+from .sessions import (
+    SessionStats,
+    StateDir,
+    credential_fingerprint,
+    derived_owner,
+    derived_session_id,
+    recall_candidates,
+    resolve_session_id,
+)
 from .upstream import Upstream, UpstreamTimeout, UpstreamUnreachable, response_headers
 
 log = logging.getLogger("tokenpilot.openclaw")
@@ -252,6 +260,8 @@ class Proxy:
         sid = resolve_session_id(body, request.headers)
         prepared: Prepared | None = None
         try:
+            if sid is None:
+                sid = await asyncio.to_thread(self._derive_session_id, history, request.headers)
             prepared = await asyncio.to_thread(self.pilot.prepare, history, body.get("tools"), session_id=sid)
         except MessageError as exc:
             return json_error(400, str(exc), type_="invalid_request_error", param="messages")
@@ -269,6 +279,10 @@ class Proxy:
         if body.get("stream") is True:
             return await self._stream(request, out, headers, stats, wire.client_wants_usage(body))
         return await self._complete(out, headers, stats)
+
+    def _derive_session_id(self, history: list[Any], headers: Mapping[str, str]) -> str:
+        """The id of a request without key or session header: its conversation's start and caller."""
+        return derived_session_id(self.pilot.derive_session_id(history), credential_fingerprint(headers))
 
     def _note_prepared(self, sid: str, prepared: Prepared, stats: SessionStats) -> None:
         st = prepared.stats
@@ -481,7 +495,17 @@ class Proxy:
                     param=name,
                 )
         pattern = q.get("pattern") or None
-        sid = normalize_session_id(session)
+        sid = self._recall_session(session)
+        owned, owner = derived_owner(sid)
+        if owned and owner != credential_fingerprint(request.headers):
+            return json_error(
+                403,
+                f"session {sid} was derived from a conversation sent with other credentials: its "
+                "artifacts go only to a caller with the same Authorization / x-api-key header",
+                type_="permission_error",
+                code="session_forbidden",
+                param="session",
+            )
         result = await asyncio.to_thread(
             self.pilot.recall,
             request.match_info["artifact_id"],
@@ -503,6 +527,19 @@ class Proxy:
             body["error"] = {"message": result.note, "type": "not_found", "code": "artifact_not_found"}
             return web.json_response(body, status=404)
         return web.json_response(body)
+
+    def _recall_session(self, session: str) -> str:
+        """The session a recall's `session` names: a derived id as is, else the first known candidate."""
+        if derived_owner(session)[0]:
+            return session
+        candidates = recall_candidates(session)
+        known = set(self.stats) | set(self.pilot.session_ids)
+        return next((sid for sid in candidates if sid in known), candidates[0])
+
+
+def _chat_body(raw: bytes) -> dict[str, Any]:
+    """Parse and check a chat request body (off the event loop: a big body takes a while)."""
+    return wire.check_chat_body(wire.parse_body(raw))
 
 
 class _StreamBroken(Exception):

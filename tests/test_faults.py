@@ -1,0 +1,263 @@
+"""Faults and abuse against `tokenpilot serve`: every case gets its exact answer, then a normal chat.
+
+A fake upstream on 127.0.0.1 stands in for the provider (no network, no LLM). Each
+case checks the status and the OpenAI-shaped error body the client sees, and
+`assert_still_serving` sends one good request after it: the proxy must stay up.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import aiohttp
+import pytest
+from yarl import URL
+
+from tokenpilot_openclaw.proxy import ProxySettings
+from tokenpilot_openclaw.server import RunningProxy
+from tokenpilot_openclaw.sessions import (
+    MAX_SESSION_CHARS,
+    credential_fingerprint,
+    derived_owner,
+    normalize_session_id,
+    recall_candidates,
+)
+from tokenpilot_openclaw.testing import FakeUpstream, prompt_text
+
+BIG = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(1, 2001))  # ~140 KB of tool output
+
+
+# ---------------------------------------------------------------------------
+# Fixtures and helpers
+# ---------------------------------------------------------------------------
+@pytest.fixture
+async def upstream():
+    async with FakeUpstream(cache_min_tokens=0, cache_step_tokens=1) as up:
+        yield up
+
+
+@pytest.fixture
+async def start_proxy(tmp_path):
+    running: list[RunningProxy] = []
+
+    async def start(upstream_url: str, **kw: Any) -> RunningProxy:
+        kw.setdefault("store_dir", tmp_path / "store")
+        kw.setdefault("state_dir", None)
+        kw.setdefault("flush_interval_s", 0)
+        rp = await RunningProxy(
+            ProxySettings(upstream=upstream_url, port=0, **kw), shutdown_timeout_s=1
+        ).start()
+        running.append(rp)
+        return rp
+
+    yield start
+    for rp in running:
+        await rp.stop()
+
+
+@pytest.fixture
+async def proxy(upstream, start_proxy):
+    return await start_proxy(upstream.url)
+
+
+@pytest.fixture
+async def http():
+    async with aiohttp.ClientSession() as s:
+        yield s
+
+
+def chat_body(messages: list[dict[str, Any]], key: str | None = None, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": "fake-model", "messages": messages, "stream": False}
+    if key is not None:
+        body["prompt_cache_key"] = key
+    return {**body, **extra}
+
+
+def tool_history(first: str, output: str) -> list[dict[str, Any]]:
+    """A conversation whose tool output is big enough for TokenPilot to shorten it."""
+    return [
+        {"role": "system", "content": "You are a careful coding assistant. " * 20},
+        {"role": "user", "content": first},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd":"gen"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": output},
+    ]
+
+
+async def send(
+    http: aiohttp.ClientSession, url: str, data: Any, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """POST a body (dict: as JSON; bytes or a chunk generator: as is); (status, headers, raw body)."""
+    raw = json.dumps(data) if isinstance(data, dict) else data
+    hdrs = {"Content-Type": "application/json", **(headers or {})}
+    async with http.post(url + "/v1/chat/completions", data=raw, headers=hdrs) as r:
+        return r.status, dict(r.headers), await r.read()
+
+
+async def get(http: aiohttp.ClientSession, url: str | URL, **kw: Any) -> tuple[int, dict[str, str], bytes]:
+    async with http.get(url, **kw) as r:
+        return r.status, dict(r.headers), await r.read()
+
+
+def error_of(raw: bytes) -> dict[str, Any]:
+    """The OpenAI-shaped error object of a response body (and that it is one)."""
+    err = json.loads(raw)["error"]
+    assert isinstance(err["message"], str) and err["message"] and "type" in err and "code" in err
+    return err
+
+
+async def assert_still_serving(http: aiohttp.ClientSession, url: str, **headers: str) -> None:
+    """One normal chat right after a fault: the proxy answers it as usual."""
+    status, _, raw = await send(http, url, chat_body([{"role": "user", "content": "still there?"}]), headers)
+    assert status == 200, raw
+    assert json.loads(raw)["choices"][0]["message"]["content"] == "ok"
+
+
+def artifact_id_in(body: dict[str, Any]) -> str:
+    tool = next(m for m in body["messages"] if m["role"] == "tool")
+    return re.search(r"art_[0-9a-f]{24}", tool["content"]).group(0)
+
+
+def stable_prompt(body: dict[str, Any]) -> str:
+    """The prompt without TokenPilot's per-call values message at the end."""
+    msgs = list(body["messages"])
+    while msgs and msgs[-1].get("role") == "user" and str(msgs[-1].get("content")).startswith("<tokenpilot-"):
+        msgs.pop()
+    return prompt_text({**body, "messages": msgs})
+
+
+def assert_each_extends_the_last(bodies: list[dict[str, Any]]) -> None:
+    for a, b in zip(bodies, bodies[1:]):
+        assert prompt_text(b).startswith(stable_prompt(a)), "a call does not extend its caller's last one"
+
+
+async def stats_of(http: aiohttp.ClientSession, url: str) -> dict[str, Any]:
+    _, _, raw = await get(http, url + "/tokenpilot/stats")
+    return json.loads(raw)["sessions"]
+
+
+# ---------------------------------------------------------------------------
+# Sessions never merge by accident
+# ---------------------------------------------------------------------------
+def test_session_ids_keep_the_whole_key_bounded_and_distinct():
+    shared = "tenant-7/project-atlas/" + "q" * 40  # 63 chars: the first 56 are common
+    a, b = shared + "-conversation-1", shared + "-conversation-2"
+    ids = {normalize_session_id(k) for k in (a, b, a + ":0", shared + "x:3", shared + "y:3")}
+    assert len(ids) == 4 and normalize_session_id(a) == normalize_session_id(a + ":0")
+    assert all(len(i) <= MAX_SESSION_CHARS for i in ids)
+    assert normalize_session_id(a).startswith("tenant-7/project-atlas/")
+    assert normalize_session_id("short-key:4") == "short-key"
+    # no key can name a hashed or a derived id: it is hashed itself
+    hashed = normalize_session_id(a)
+    assert normalize_session_id(hashed) != hashed
+    assert normalize_session_id("s_0123456789abcdef") != "s_0123456789abcdef"
+    assert not derived_owner(normalize_session_id("s_0123456789abcdef_0123456789abcdef"))[0]
+    # lone surrogates and control characters: hashed into a plain, UTF-8-safe id
+    for odd in ("key-\ud800", "key-\udfff", "line\nbreak", "nul\x00"):
+        sid = normalize_session_id(odd)
+        assert sid.encode("utf-8") and "\n" not in sid and "\x00" not in sid
+    assert normalize_session_id("key-\ud800") != normalize_session_id("key-\udfff")
+
+
+def test_openclaw_cut_keys_meet_the_plugins_whole_session_id():
+    whole = "agent-main-explicit-" + "0123456789abcdef" * 4  # 84 code points
+    cut = normalize_session_id(whole[:62] + ":0")  # OpenClaw fits the key into 64 code points
+    assert cut == normalize_session_id(whole[:61] + ":12") == normalize_session_id(whole[:56] + ":3")
+    assert cut in recall_candidates(whole)  # the plugin sends the whole id
+    assert normalize_session_id(whole) != cut  # a client sending the whole id as its key: its own session
+
+
+def test_credential_fingerprints_are_hashes():
+    alice = credential_fingerprint({"authorization": "Bearer sk-alice"})
+    assert alice and "alice" not in alice and len(alice) == 16
+    assert alice != credential_fingerprint({"authorization": "Bearer sk-bob"})
+    assert credential_fingerprint({"x-api-key": "sk-alice"}) not in (None, alice)
+    assert credential_fingerprint({}) is None
+    assert credential_fingerprint({"authorization": "Bearer \udcff"})  # surrogateescape'd header bytes
+
+
+async def test_keys_sharing_56_chars_are_two_sessions(upstream, proxy, http):
+    shared = "tenant-7/project-atlas/" + "q" * 40
+    keys = {"a": shared + "-conversation-1", "b": shared + "-conversation-2"}
+    outputs = {"a": BIG, "b": BIG.replace("x", "y")}
+    histories = {n: tool_history(f"run the {n} job", outputs[n]) for n in keys}
+    for turn in range(3):  # alternate a, b, a, b, a, b
+        for n, key in keys.items():
+            status, _, raw = await send(http, proxy.url, chat_body(histories[n], key))
+            assert status == 200, raw
+            histories[n] += [
+                {"role": "assistant", "content": f"{n} step {turn} done"},
+                {"role": "user", "content": f"{n}: next step {turn}"},
+            ]
+    by_key: dict[str, list[dict[str, Any]]] = {k: [] for k in keys.values()}
+    for r in upstream.chat_requests():
+        by_key[r.body["prompt_cache_key"]].append(r.body)
+    for bodies in by_key.values():
+        assert len(bodies) == 3
+        assert_each_extends_the_last(bodies)
+    sessions = await stats_of(http, proxy.url)
+    assert len(sessions) == 2 and all(s["prefix_breaks"] == 0 and s["calls"] == 3 for s in sessions.values())
+
+    aid_a, aid_b = (artifact_id_in(by_key[keys[n]][0]) for n in ("a", "b"))
+    assert aid_a != aid_b
+    url = f"{proxy.url}/tokenpilot/artifacts/"
+    status, _, raw = await get(http, url + aid_a, params={"session": keys["a"]})
+    assert status == 200 and json.loads(raw)["text"] == BIG
+    for aid, other in ((aid_a, keys["b"]), (aid_b, keys["a"])):
+        status, _, raw = await get(http, url + aid, params={"session": other})
+        assert status == 404 and error_of(raw)["code"] == "artifact_not_found"
+    await assert_still_serving(http, proxy.url)
+
+
+async def test_callers_without_keys_are_kept_apart_by_their_credentials(upstream, proxy, http, monkeypatch):
+    monkeypatch.delenv("TOKENPILOT_UPSTREAM_API_KEY", raising=False)  # the caller's key goes upstream
+    callers = {"alice": "Bearer sk-alice-111", "bob": "Bearer sk-bob-222"}
+    outputs = {"alice": BIG, "bob": BIG.replace("x", "z")}
+    histories = {n: tool_history("same opening question", outputs[n]) for n in callers}
+    for turn in range(3):  # six calls, alternating; same conversation start, different keys
+        for n, auth in callers.items():
+            status, _, raw = await send(http, proxy.url, chat_body(histories[n]), {"Authorization": auth})
+            assert status == 200, raw
+            histories[n] += [
+                {"role": "assistant", "content": f"{n} answer {turn}"},
+                {"role": "user", "content": f"{n} follow-up {turn}"},
+            ]
+    by_caller: dict[str, list[dict[str, Any]]] = {a: [] for a in callers.values()}
+    for r in upstream.chat_requests():
+        by_caller[r.headers["Authorization"]].append(r.body)
+    for bodies in by_caller.values():
+        assert len(bodies) == 3 and len({b["prompt_cache_key"] for b in bodies}) == 1
+        assert_each_extends_the_last(bodies)
+    sessions = await stats_of(http, proxy.url)
+    assert len(sessions) == 2 and all(s["prefix_breaks"] == 0 for s in sessions.values())
+    assert all(derived_owner(sid)[1] is not None for sid in sessions)
+    assert not any("sk-" in sid for sid in sessions)
+
+    alice_sid = by_caller[callers["alice"]][0]["prompt_cache_key"]
+    aid = artifact_id_in(by_caller[callers["alice"]][0])
+    url = f"{proxy.url}/tokenpilot/artifacts/{aid}"
+    status, _, raw = await get(
+        http, url, params={"session": alice_sid}, headers={"Authorization": callers["alice"]}
+    )
+    assert status == 200 and json.loads(raw)["text"] == BIG
+    for headers in ({"Authorization": callers["bob"]}, {}):
+        status, _, raw = await get(http, url, params={"session": alice_sid}, headers=headers)
+        err = error_of(raw)
+        assert status == 403 and err["code"] == "session_forbidden" and "credentials" in err["message"]
+    await assert_still_serving(http, proxy.url)
+
+
+async def test_a_key_shaped_like_a_derived_id_does_not_reach_that_session(upstream, proxy, http):
+    body = chat_body(tool_history("hello", BIG))
+    assert (await send(http, proxy.url, body, {"Authorization": "Bearer sk-victim"}))[0] == 200
+    victim = upstream.chat_requests()[-1].body["prompt_cache_key"]
+    status, _, _ = await send(http, proxy.url, chat_body([{"role": "user", "content": "x"}], victim))
+    assert status == 200
+    assert set(await stats_of(http, proxy.url)) == {victim, normalize_session_id(victim)}
