@@ -25,6 +25,7 @@ from tokenpilot_openclaw.sessions import (
     recall_candidates,
 )
 from tokenpilot_openclaw.testing import FakeUpstream, prompt_text
+from tokenpilot_openclaw.wire import encode
 
 BIG = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(1, 2001))  # ~140 KB of tool output
 
@@ -261,3 +262,33 @@ async def test_a_key_shaped_like_a_derived_id_does_not_reach_that_session(upstre
     status, _, _ = await send(http, proxy.url, chat_body([{"role": "user", "content": "x"}], victim))
     assert status == 200
     assert set(await stats_of(http, proxy.url)) == {victim, normalize_session_id(victim)}
+
+
+# ---------------------------------------------------------------------------
+# Lone surrogates
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("stream", [False, True])
+async def test_lone_surrogates_reach_the_upstream_as_valid_utf8(upstream, proxy, http, stream):
+    history = tool_history("caf\u00e9 \ud800 please", BIG.replace("line 1:", "line 1: \udbff"))
+    body = json.dumps(chat_body(history, "user-key-\ud800", stream=stream))  # JSON escapes: ASCII
+    assert "\\ud800" in body
+    status, _, raw = await send(http, proxy.url, body.encode())
+    assert status == 200, raw
+    sent = upstream.chat_requests()[-1]
+    text = sent.raw.decode("utf-8")  # strict: valid UTF-8 or this raises
+    assert "\\ud800" in text and "caf\u00e9" in text  # only the surrogate is escaped
+    assert sent.body["prompt_cache_key"] == "user-key-\ud800"
+    assert sent.body["messages"][1]["content"] == "caf\u00e9 \ud800 please"
+    tool = next(m for m in sent.body["messages"] if m["role"] == "tool")["content"]
+    assert len(tool) < len(BIG) / 5, "the request was forwarded unreduced"
+    (sid,) = await stats_of(http, proxy.url)
+    assert sid == normalize_session_id("user-key-\ud800")
+    await assert_still_serving(http, proxy.url)
+
+
+def test_encoding_keeps_normal_bodies_and_escapes_only_surrogates():
+    normal = {"messages": [{"role": "user", "content": "caf\u00e9 \u2603 \U0001f600"}]}
+    assert encode(normal) == json.dumps(normal, ensure_ascii=False, separators=(",", ":")).encode()
+    odd = {"a": "\ud800\u00e9"}
+    assert encode(odd) == b'{"a":"\\ud800\xc3\xa9"}' == encode(dict(odd))
+    assert json.loads(encode(odd)) == odd

@@ -10,6 +10,7 @@ per-call tail, where per-call content belongs.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from tokenpilot.errors import MessageError
 from tokenpilot.messages import check_messages, content_text
 
 PER_CALL_MARKERS = ("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>",)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 _JSON_NAMES = {
@@ -119,8 +121,20 @@ def client_wants_usage(body: Mapping[str, Any]) -> bool:
 
 
 def encode(body: Mapping[str, Any]) -> bytes:
-    """One compact byte form: the same body always gives the same bytes."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    """One compact, valid UTF-8 byte form: the same body always gives the same bytes.
+
+    A lone surrogate (a `\\ud800` escape in the client's JSON) has no UTF-8 form; it is
+    written back as that escape, and only it, so every other character keeps its bytes.
+    """
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(_escape, text).encode("utf-8")
+
+
+def _escape(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group()):04x}"
 
 
 def first_difference(prev: Sequence[Any] | None, cur: Sequence[Any]) -> str:
