@@ -7,6 +7,7 @@ case checks the status and the OpenAI-shaped error body the client sees, and
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from typing import Any
@@ -25,7 +26,7 @@ from tokenpilot_openclaw.sessions import (
     recall_candidates,
 )
 from tokenpilot_openclaw.testing import FakeUpstream, prompt_text
-from tokenpilot_openclaw.wire import encode
+from tokenpilot_openclaw.wire import MAX_JSON_DEPTH, encode, json_depth_exceeds
 
 BIG = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(1, 2001))  # ~140 KB of tool output
 
@@ -292,3 +293,86 @@ def test_encoding_keeps_normal_bodies_and_escapes_only_surrogates():
     odd = {"a": "\ud800\u00e9"}
     assert encode(odd) == b'{"a":"\\ud800\xc3\xa9"}' == encode(dict(odd))
     assert json.loads(encode(odd)) == odd
+
+
+# ---------------------------------------------------------------------------
+# Hostile and malformed bodies
+# ---------------------------------------------------------------------------
+def test_depth_check_counts_outside_strings_only():
+    limit = MAX_JSON_DEPTH
+    assert not json_depth_exceeds(b"[" * limit + b"]" * limit, limit)
+    assert json_depth_exceeds(b"[" * (limit + 1) + b"]" * (limit + 1), limit)
+    assert json_depth_exceeds(b'{"a":' * 65 + b"[" * 64, limit)
+    assert not json_depth_exceeds(b'{"a": "' + b"[{" * 500 + b'"}', limit)
+    assert not json_depth_exceeds(b'{"a": "\\"' + b"[" * 500 + b'"}', limit)  # an escaped quote
+    assert json_depth_exceeds(b'{"a": "\\\\"' + b"[" * 500 + b"]" * 500 + b"}", limit)  # an escaped backslash
+    assert not json_depth_exceeds(b"[" + b"[[],{}]," * 100_000 + b"[]]", limit)
+
+
+@pytest.mark.parametrize(
+    ("raw", "code", "needle"),
+    [
+        (
+            b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            "json_too_deep",
+            f"{MAX_JSON_DEPTH} levels",
+        ),
+        (b"[" * 100_000, "json_too_deep", "deeper than"),
+        (b'{"messages": [{"role": "user", "content": "x"}]', "invalid_json", "not valid JSON"),
+        (b"", "invalid_json", "not valid JSON"),
+        (b"\xed\xa0\x80", "invalid_encoding", "not UTF-8"),  # a surrogate as raw bytes is no UTF-8
+    ],
+)
+async def test_hostile_and_malformed_json_get_a_400(upstream, proxy, http, raw, code, needle):
+    status, headers, body = await send(http, proxy.url, raw)
+    err = error_of(body)
+    assert status == 400 and headers["Content-Type"].startswith("application/json")
+    assert err["code"] == code and needle in err["message"] and err["type"] == "invalid_request_error"
+    assert upstream.chat_requests() == []
+    await assert_still_serving(http, proxy.url)
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", ""])
+async def test_json_is_accepted_whatever_the_content_type(upstream, proxy, http, content_type):
+    status, _, raw = await send(
+        http, proxy.url, chat_body([{"role": "user", "content": "hi"}]), {"Content-Type": content_type}
+    )
+    assert status == 200 and json.loads(raw)["choices"][0]["message"]["content"] == "ok"
+
+
+async def test_bodies_over_the_limit_are_413_with_or_without_a_length(upstream, start_proxy, http):
+    limit = 20_000
+    rp = await start_proxy(upstream.url, max_body_bytes=limit)
+
+    def padded(size: int) -> bytes:
+        body = json.dumps(chat_body([{"role": "user", "content": ""}])).encode()
+        return body.replace(b'"content": ""', b'"content": "' + b"x" * (size - len(body)) + b'"')
+
+    assert len(padded(limit)) == limit
+    status, _, raw = await send(http, rp.url, padded(limit))
+    assert status == 200, raw  # exactly at the limit: accepted
+
+    async def chunked(data: bytes):
+        for i in range(0, len(data), 4096):
+            yield data[i : i + 4096]
+
+    for size in (limit + 1, 50 * limit):
+        for data in (padded(size), chunked(padded(size))):
+            status, _, raw = await send(http, rp.url, data)
+            err = error_of(raw)
+            assert status == 413 and err["code"] == "request_too_large" and "20,000 bytes" in err["message"]
+    bomb = gzip.compress(padded(50 * limit))
+    status, _, raw = await send(http, rp.url, bomb, {"Content-Encoding": "gzip"})
+    assert status == 413 and len(bomb) < limit
+    await assert_still_serving(http, rp.url)
+
+
+async def test_a_50k_message_request_is_answered(upstream, proxy, http):
+    n = 50_000
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message number {i}"} for i in range(n)
+    ]
+    status, _, raw = await send(http, proxy.url, chat_body(messages, "fifty-k"))
+    assert status == 200, raw[:300]
+    assert len(upstream.chat_requests()[-1].body["messages"]) >= n
+    await assert_still_serving(http, proxy.url)

@@ -228,11 +228,12 @@ class Proxy:
             return await handler(request)
         except web.HTTPException as exc:
             if exc.status == 413:
-                limit = self.settings.max_body_bytes / MB
+                limit = self.settings.max_body_bytes
                 return json_error(
                     413,
-                    f"request body larger than the proxy's limit of {limit:g} MB",
+                    f"request body larger than the proxy's limit of {limit:,} bytes ({limit / MB:g} MB)",
                     type_="request_too_large",
+                    code="request_too_large",
                 )
             if exc.status < 400:
                 raise
@@ -245,16 +246,10 @@ class Proxy:
         if request.content_length is not None and request.content_length > limit:
             raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
         raw = await request.read()
-        try:
-            body = wire.check_chat_body(json.loads(raw.decode("utf-8")))
-        except UnicodeDecodeError as exc:
-            return json_error(400, f"the request body is not UTF-8: {exc}", type_="invalid_request_error")
-        except json.JSONDecodeError as exc:
-            return json_error(
-                400, f"the request body is not valid JSON: {exc}", type_="invalid_request_error"
-            )
+        try:  # any Content-Type: OpenAI's SDKs send JSON, and so does a bare `curl -d`
+            body = await asyncio.to_thread(_chat_body, raw)
         except wire.BadRequest as exc:
-            return json_error(400, str(exc), type_="invalid_request_error", param=exc.param)
+            return json_error(400, str(exc), type_="invalid_request_error", code=exc.code, param=exc.param)
 
         history, per_call = wire.split_per_call(body["messages"])
         sid = resolve_session_id(body, request.headers)
