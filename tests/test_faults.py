@@ -7,9 +7,12 @@ case checks the status and the OpenAI-shaped error body the client sees, and
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
+import logging
 import re
+import socket
 from typing import Any
 
 import aiohttp
@@ -25,7 +28,8 @@ from tokenpilot_openclaw.sessions import (
     normalize_session_id,
     recall_candidates,
 )
-from tokenpilot_openclaw.testing import FakeUpstream, prompt_text
+from tokenpilot_openclaw.sse import SSESplitter, event_data
+from tokenpilot_openclaw.testing import FakeUpstream, Fault, Reply, prompt_text
 from tokenpilot_openclaw.wire import MAX_JSON_DEPTH, encode, json_depth_exceeds
 
 BIG = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(1, 2001))  # ~140 KB of tool output
@@ -376,3 +380,184 @@ async def test_a_50k_message_request_is_answered(upstream, proxy, http):
     assert status == 200, raw[:300]
     assert len(upstream.chat_requests()[-1].body["messages"]) >= n
     await assert_still_serving(http, proxy.url)
+
+
+# ---------------------------------------------------------------------------
+# Upstream faults
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("status", [429, 500, 503])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_upstream_errors_are_relayed_as_they_came(upstream, proxy, http, status, stream):
+    body = b'{"error": {"message": "slow down", "type": "rate_limit_error", "code": "rate_limited"}}'
+    upstream.fail_next(Fault(status=status, body=body))
+    got, _, raw = await send(http, proxy.url, chat_body([{"role": "user", "content": "x"}], stream=stream))
+    assert (got, raw) == (status, body)
+    await assert_still_serving(http, proxy.url)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_non_json_200_from_the_upstream_is_502(upstream, proxy, http, stream):
+    upstream.fail_next(Fault(status=200, body=b"<html>gateway says hi</html>"))
+    status, _, raw = await send(http, proxy.url, chat_body([{"role": "user", "content": "x"}], stream=stream))
+    err = error_of(raw)
+    assert status == 502 and err["code"] == "upstream_bad_response" and "not JSON" in err["message"]
+    await assert_still_serving(http, proxy.url)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_slow_upstream_is_504(upstream, start_proxy, http, stream):
+    rp = await start_proxy(upstream.url, read_timeout_s=0.3)
+    upstream.fail_next(Fault(delay_s=1.5))
+    status, _, raw = await send(http, rp.url, chat_body([{"role": "user", "content": "x"}], stream=stream))
+    assert status == 504 and error_of(raw)["code"] == "upstream_timeout"
+    await assert_still_serving(http, rp.url)
+
+
+async def test_an_unreachable_upstream_is_502(start_proxy, http):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rp = await start_proxy(f"http://127.0.0.1:{port}/v1", connect_timeout_s=2)
+    status, _, raw = await send(http, rp.url, chat_body([{"role": "user", "content": "x"}]))
+    err = error_of(raw)
+    assert status == 502 and err["code"] == "upstream_unreachable" and f"127.0.0.1:{port}" in err["message"]
+    assert (await get(http, rp.url + "/health"))[0] == 200
+
+
+async def test_a_stream_cut_by_the_upstream_ends_with_an_error_event(upstream, proxy, http):
+    upstream.responder = lambda body: Reply("a long answer in many small chunks " * 4)
+    upstream.fail_next(Fault(cut_after=3))
+    status, headers, raw = await send(
+        http, proxy.url, chat_body([{"role": "user", "content": "go"}], stream=True)
+    )
+    assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
+    last = json.loads(event_data(SSESplitter().feed(raw)[-1]))
+    assert last["error"]["code"] == "upstream_stream_interrupted"
+    upstream.responder = None
+    await assert_still_serving(http, proxy.url)
+
+
+async def test_a_client_leaving_mid_stream_does_not_hurt_the_proxy(upstream, proxy, http, caplog):
+    upstream.responder = lambda body: Reply("word " * 400)
+    upstream.chunk_chars, upstream.chunk_delay_s = 5, 0.01
+    body = json.dumps(chat_body([{"role": "user", "content": "go"}], stream=True))
+    gone = "tokenpilot: client went away during a stream"
+    with caplog.at_level(logging.INFO, logger="tokenpilot.openclaw"):
+        async with aiohttp.ClientSession() as leaving:
+            async with leaving.post(proxy.url + "/v1/chat/completions", data=body) as r:
+                assert r.status == 200
+                await r.content.readany()  # first events, then hang up
+        for _ in range(400):  # the proxy notices at its next write to the client
+            if gone in [rec.getMessage() for rec in caplog.records]:
+                break
+            await asyncio.sleep(0.025)
+        upstream.chunk_delay_s, upstream.responder = 0.0, None
+        await assert_still_serving(http, proxy.url)
+    ours = [rec for rec in caplog.records if rec.name.startswith("tokenpilot")]
+    assert gone in [rec.getMessage() for rec in ours]
+    assert not [rec for rec in ours if rec.levelno >= logging.WARNING]
+
+
+# ---------------------------------------------------------------------------
+# Artifact reads: guessed, foreign and traversal-looking ids
+# ---------------------------------------------------------------------------
+TRICKY_IDS = [
+    "../../etc/passwd",
+    "..%2F..%2Fetc%2Fpasswd",
+    "%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+    "%252e%252e%252fetc%252fpasswd",
+    "..%5C..%5Cwindows%5Cwin.ini",
+    "art_" + "a" * 1000,
+    "art_%00" + "0" * 23,
+    "%00",
+    "art_0123456789abcdef01234567%00.json",
+    "art_0123456789ABCDEF01234567",
+]
+
+
+@pytest.mark.parametrize("aid", TRICKY_IDS)
+async def test_traversal_looking_artifact_ids_are_404(upstream, proxy, http, aid):
+    await send(http, proxy.url, chat_body(tool_history("x", BIG), "owner"))
+    url = URL(f"{proxy.url}/tokenpilot/artifacts/{aid}?session=owner", encoded=True)
+    status, headers, raw = await get(http, url)
+    assert status == 404 and headers["Content-Type"].startswith("application/json")
+    assert error_of(raw)["code"] in ("artifact_not_found", None)  # None: no such route at all
+    assert b"root:" not in raw
+    await assert_still_serving(http, proxy.url)
+
+
+async def test_guessed_and_foreign_artifact_ids_are_404(upstream, proxy, http):
+    await send(http, proxy.url, chat_body(tool_history("x", BIG), "owner"))
+    await send(http, proxy.url, chat_body([{"role": "user", "content": "hi"}], "intruder"))
+    real = artifact_id_in(upstream.chat_requests()[0].body)
+    url = f"{proxy.url}/tokenpilot/artifacts/"
+    for aid, session in (
+        (real, "intruder"),
+        (real, "owner:1/../intruder"),
+        (real, "../../owner"),
+        (real, "owner\x00"),
+        ("art_" + "0" * 24, "owner"),
+        ("art_" + real[4:][::-1], "owner"),
+    ):
+        status, _, raw = await get(http, url + aid, params={"session": session})
+        assert status == 404 and error_of(raw)["code"] == "artifact_not_found", (aid, session)
+    assert (await get(http, url + real, params={"session": "owner"}))[0] == 200
+    await assert_still_serving(http, proxy.url)
+
+
+# ---------------------------------------------------------------------------
+# The proxy's bearer token, and the upstream key staying secret
+# ---------------------------------------------------------------------------
+UPSTREAM_KEY = "sk-upstream-SECRET-0123456789"
+
+
+async def test_missing_or_wrong_bearer_token_is_401(upstream, start_proxy, http, monkeypatch):
+    monkeypatch.setenv("TP_FAULTS_TOKEN", "proxy-token-1")
+    rp = await start_proxy(upstream.url, auth_token_env="TP_FAULTS_TOKEN")
+    body = chat_body([{"role": "user", "content": "x"}])
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "proxy-token-1"}):
+        status, _, raw = await send(http, rp.url, body, headers)
+        err = error_of(raw)
+        assert (
+            status == 401 and err["code"] == "invalid_proxy_token" and err["type"] == "authentication_error"
+        )
+        status, _, raw = await get(http, rp.url + "/tokenpilot/artifacts/art_x?session=s", headers=headers)
+        assert status == 401
+    assert upstream.chat_requests() == []
+    await assert_still_serving(http, rp.url, Authorization="Bearer proxy-token-1")
+
+
+async def test_the_upstream_key_never_shows_in_logs_or_answers(
+    upstream, start_proxy, http, monkeypatch, caplog
+):
+    monkeypatch.setenv("TP_FAULTS_UPSTREAM_KEY", UPSTREAM_KEY)
+    rp = await start_proxy(upstream.url, upstream_key_env="TP_FAULTS_UPSTREAM_KEY", read_timeout_s=0.3)
+    seen: list[bytes] = []
+
+    def keep(status: int, headers: dict[str, str], raw: bytes) -> None:
+        seen.append(raw + json.dumps(headers).encode())
+
+    msg = [{"role": "user", "content": "x"}]
+    with caplog.at_level(logging.DEBUG):
+        keep(*await send(http, rp.url, chat_body(tool_history("x", BIG), "k")))
+        keep(*await send(http, rp.url, chat_body(msg, "k", stream=True)))
+        for fault in (
+            Fault(status=401, body=b'{"error":{"message":"bad key","type":"x","code":null}}'),
+            Fault(status=500),
+            Fault(status=200, body=b"garbage"),
+            Fault(delay_s=1.0),
+            Fault(cut_after=1),
+        ):
+            upstream.fail_next(fault)
+            keep(*await send(http, rp.url, chat_body(msg, "k", stream=fault.cut_after is not None)))
+        keep(*await send(http, rp.url, b"[" * 5000))
+        keep(*await send(http, rp.url, b"{bad"))
+        keep(*await get(http, rp.url + "/tokenpilot/artifacts/art_nope?session=k"))
+        keep(*await get(http, rp.url + "/tokenpilot/stats"))
+        keep(*await get(http, rp.url + "/v1/models"))
+        keep(*await get(http, rp.url + "/health"))
+        keep(*await get(http, rp.url + "/nowhere"))
+    assert upstream.chat_requests()[0].headers["Authorization"] == f"Bearer {UPSTREAM_KEY}"
+    assert len(seen) == 14 and not [s for s in seen if UPSTREAM_KEY.encode() in s]
+    logged = [rec.getMessage() + str(rec.args) + (rec.exc_text or "") for rec in caplog.records]
+    assert logged and not [line for line in logged if UPSTREAM_KEY in line]

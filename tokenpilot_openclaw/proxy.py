@@ -223,6 +223,7 @@ class Proxy:
                     401,
                     "missing or wrong bearer token for the TokenPilot proxy",
                     type_="authentication_error",
+                    code="invalid_proxy_token",
                 )
         try:
             return await handler(request)
@@ -338,13 +339,17 @@ class Proxy:
             return json_error(
                 502, f"upstream response broken: {exc}", type_="upstream_error", code="upstream_broken"
             )
-        if resp.status == 200:
-            with contextlib.suppress(ValueError):
-                obj = json.loads(payload)
-                if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
-                    stats.record_usage(obj["usage"])
-        else:
+        if resp.status != 200:
             stats.errors += 1
+            return web.Response(status=resp.status, body=payload, headers=response_headers(resp))
+        try:
+            obj = json.loads(payload)
+        except ValueError:  # UnicodeDecodeError included
+            stats.errors += 1
+            msg = f"upstream answered 200 with a body that is not JSON ({len(payload)} bytes)"
+            return json_error(502, msg, type_="upstream_error", code="upstream_bad_response")
+        if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
+            stats.record_usage(obj["usage"])
         return web.Response(status=resp.status, body=payload, headers=response_headers(resp))
 
     async def _stream(
