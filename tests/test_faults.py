@@ -13,13 +13,14 @@ import json
 import logging
 import re
 import socket
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from yarl import URL
 
-from tokenpilot_openclaw.proxy import ProxySettings
+from tokenpilot_openclaw.proxy import Proxy, ProxySettings, SetupError
 from tokenpilot_openclaw.server import RunningProxy
 from tokenpilot_openclaw.sessions import (
     MAX_SESSION_CHARS,
@@ -30,6 +31,7 @@ from tokenpilot_openclaw.sessions import (
 )
 from tokenpilot_openclaw.sse import SSESplitter, event_data
 from tokenpilot_openclaw.testing import FakeUpstream, Fault, Reply, prompt_text
+from tokenpilot_openclaw.upstream import redact_url, split_credentials
 from tokenpilot_openclaw.wire import MAX_JSON_DEPTH, encode, json_depth_exceeds
 
 BIG = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(1, 2001))  # ~140 KB of tool output
@@ -561,3 +563,52 @@ async def test_the_upstream_key_never_shows_in_logs_or_answers(
     assert len(seen) == 14 and not [s for s in seen if UPSTREAM_KEY.encode() in s]
     logged = [rec.getMessage() + str(rec.args) + (rec.exc_text or "") for rec in caplog.records]
     assert logged and not [line for line in logged if UPSTREAM_KEY in line]
+
+
+# ---------------------------------------------------------------------------
+# Start-up: secrets, URL credentials, the log file
+# ---------------------------------------------------------------------------
+def _proxy(tmp_path: Path, upstream: str = "http://127.0.0.1:1/v1", **kw: Any) -> Proxy:
+    return Proxy(ProxySettings(upstream=upstream, store_dir=tmp_path / "s", state_dir=None, **kw))
+
+
+@pytest.mark.parametrize("bad", ["sk-abc\n", "sk-abc\r\nX-Evil: 1", "sk-\x1babc", "\tsk-abc"])
+def test_an_api_key_with_control_characters_stops_startup(tmp_path, monkeypatch, bad):
+    monkeypatch.setenv("TP_FAULTS_BAD_KEY", bad)
+    with pytest.raises(SetupError, match="TP_FAULTS_BAD_KEY") as exc:
+        _proxy(tmp_path, upstream_key_env="TP_FAULTS_BAD_KEY").resolve_secrets()
+    assert "sk-" not in str(exc.value)
+    monkeypatch.setenv("TP_FAULTS_BAD_TOKEN", bad)
+    with pytest.raises(SetupError, match="TP_FAULTS_BAD_TOKEN"):
+        _proxy(tmp_path, auth_token_env="TP_FAULTS_BAD_TOKEN").resolve_secrets()
+
+
+def test_url_credentials_are_split_and_redacted():
+    url, auth = split_credentials("https://us%40er:p%3Ass@host:8443/v1")
+    assert url == "https://host:8443/v1" and auth == "Basic dXNAZXI6cDpzcw=="  # us@er:p:ss
+    assert split_credentials("http://host/v1") == ("http://host/v1", None)
+    assert redact_url("http://user:hunter2@host/v1") == "http://user:***@host/v1"
+    assert redact_url("http://host/v1") == "http://host/v1"
+    with pytest.raises(ValueError) as exc:
+        ProxySettings(upstream="ftp://user:hunter2@host/v1")
+    assert "hunter2" not in str(exc.value)
+
+
+def test_url_credentials_and_an_api_key_together_stop_startup(tmp_path, monkeypatch):
+    monkeypatch.setenv("TP_FAULTS_KEY", "sk-both")
+    with pytest.raises(SetupError, match="choose one") as exc:
+        _proxy(
+            tmp_path, "http://user:hunter2@127.0.0.1:1/v1", upstream_key_env="TP_FAULTS_KEY"
+        ).resolve_secrets()
+    assert "hunter2" not in str(exc.value) and "sk-both" not in str(exc.value)
+
+
+async def test_url_credentials_go_as_basic_auth(upstream, start_proxy, http, monkeypatch, caplog):
+    monkeypatch.delenv("TOKENPILOT_UPSTREAM_API_KEY", raising=False)
+    url = upstream.url.replace("http://", "http://proxyuser:hunter2@")
+    with caplog.at_level(logging.INFO, logger="tokenpilot.openclaw"):
+        rp = await start_proxy(url)
+        await assert_still_serving(http, rp.url, Authorization="Bearer client-key")
+    assert upstream.chat_requests()[-1].headers["Authorization"] == "Basic cHJveHl1c2VyOmh1bnRlcjI="
+    ready = [r.getMessage() for r in caplog.records if "proxy ready" in r.getMessage()]
+    assert ready and "proxyuser:***@" in ready[0] and "hunter2" not in " ".join(ready)

@@ -41,7 +41,14 @@ from .sessions import (
     recall_candidates,
     resolve_session_id,
 )
-from .upstream import Upstream, UpstreamTimeout, UpstreamUnreachable, response_headers
+from .upstream import (
+    Upstream,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+    redact_url,
+    response_headers,
+    split_credentials,
+)
 
 log = logging.getLogger("tokenpilot.openclaw")
 
@@ -73,13 +80,25 @@ class ProxySettings:
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
-            raise ValueError(f"--upstream must be an http(s) URL, got {self.upstream!r}")
+            raise ValueError(f"--upstream must be an http(s) URL, got {redact_url(self.upstream)!r}")
         if self.max_body_bytes <= 0:
             raise ValueError("the request size limit must be positive")
 
 
 class SetupError(RuntimeError):
     """The proxy cannot start as configured (a missing environment variable, a bad path)."""
+
+
+def _secret_from_env(var: str, what: str) -> str | None:
+    """`$var`, or None when unset or empty; `SetupError` naming the variable (never the value)
+    when it holds a control character, which no HTTP header can carry."""
+    value = os.environ.get(var) or None
+    if value is not None and any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise SetupError(
+            f"{var} ({what}) contains a control character such as a line break; "
+            "set it to the bare value on one line"
+        )
+    return value
 
 
 # ---------------------------------------------------------------------------
@@ -117,8 +136,10 @@ class Proxy:
         self.pilot = pilot or TokenPilot(config, store=ArtifactStore(Path(settings.store_dir).expanduser()))
         self.state = StateDir(settings.state_dir) if settings.state_dir else None
         self.stats: dict[str, SessionStats] = {}
+        base_url, basic_auth = split_credentials(settings.upstream)
         self.upstream = Upstream(
-            settings.upstream,
+            base_url,
+            basic_auth=basic_auth,
             connect_timeout_s=settings.connect_timeout_s,
             read_timeout_s=settings.read_timeout_s,
         )
@@ -132,9 +153,14 @@ class Proxy:
     def resolve_secrets(self) -> None:
         """Read the upstream key and the proxy's own token from the environment (never logged)."""
         s = self.settings
-        self.upstream.api_key = os.environ.get(s.upstream_key_env) or None
+        self.upstream.api_key = _secret_from_env(s.upstream_key_env, "the upstream API key")
+        if self.upstream.api_key and self.upstream.basic_auth:
+            raise SetupError(
+                f"the upstream URL carries a user and password and {s.upstream_key_env} holds an API "
+                "key: choose one (remove the credentials from --upstream, or unset the variable)"
+            )
         if s.auth_token_env:
-            token = os.environ.get(s.auth_token_env)
+            token = _secret_from_env(s.auth_token_env, "the proxy's bearer token")
             if not token:
                 raise SetupError(f"--auth-token-env names {s.auth_token_env}, which is not set or empty")
             self._auth_token = token
@@ -146,7 +172,9 @@ class Proxy:
         if self.settings.flush_interval_s > 0 and self.state is not None:
             self._flusher = asyncio.create_task(self._flush_periodically())
         log.info(
-            "tokenpilot: proxy ready, upstream %s, %d session(s) restored", self.settings.upstream, loaded
+            "tokenpilot: proxy ready, upstream %s, %d session(s) restored",
+            redact_url(self.settings.upstream),
+            loaded,
         )
 
     async def close(self) -> None:

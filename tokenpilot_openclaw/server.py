@@ -29,6 +29,7 @@ from .proxy import (
     SetupError,
     default_state_dir,
 )
+from .upstream import redact_url
 
 log = logging.getLogger("tokenpilot.openclaw")
 
@@ -38,7 +39,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--upstream",
         required=True,
         metavar="URL",
-        help="OpenAI-compatible base URL, with its /v1 (e.g. https://api.openai.com/v1)",
+        help="OpenAI-compatible base URL, with its /v1 (e.g. https://api.openai.com/v1); "
+        "user:password@ in it is sent as HTTP Basic auth (and never printed)",
     )
     p.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
@@ -158,7 +160,7 @@ async def serve(settings: ProxySettings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with RunningProxy(settings) as running:
-        print(f"tokenpilot: serving {running.url} -> {settings.upstream}", flush=True)
+        print(f"tokenpilot: serving {running.url} -> {redact_url(settings.upstream)}", flush=True)
         await stop.wait()
         log.info("tokenpilot: shutting down, saving session state")
 
