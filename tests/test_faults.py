@@ -11,17 +11,23 @@ import asyncio
 import gzip
 import json
 import logging
+import os
 import re
+import signal
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from conftest import REPO
 from yarl import URL
 
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings, SetupError
-from tokenpilot_openclaw.server import RunningProxy
+from tokenpilot_openclaw.server import RunningProxy, configure_logging, main_serve
 from tokenpilot_openclaw.sessions import (
     MAX_SESSION_CHARS,
     credential_fingerprint,
@@ -568,6 +574,18 @@ async def test_the_upstream_key_never_shows_in_logs_or_answers(
 # ---------------------------------------------------------------------------
 # Start-up: secrets, URL credentials, the log file
 # ---------------------------------------------------------------------------
+@pytest.fixture
+def restore_logging():
+    """`configure_logging` replaces the root handlers; put pytest's back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    for h in root.handlers:
+        if h not in handlers:
+            h.close()
+    root.handlers[:], root.level = handlers, level
+
+
 def _proxy(tmp_path: Path, upstream: str = "http://127.0.0.1:1/v1", **kw: Any) -> Proxy:
     return Proxy(ProxySettings(upstream=upstream, store_dir=tmp_path / "s", state_dir=None, **kw))
 
@@ -612,3 +630,78 @@ async def test_url_credentials_go_as_basic_auth(upstream, start_proxy, http, mon
     assert upstream.chat_requests()[-1].headers["Authorization"] == "Basic cHJveHl1c2VyOmh1bnRlcjI="
     ready = [r.getMessage() for r in caplog.records if "proxy ready" in r.getMessage()]
     assert ready and "proxyuser:***@" in ready[0] and "hunter2" not in " ".join(ready)
+
+
+def test_log_file_appends_with_time_and_level(tmp_path, restore_logging):
+    path = tmp_path / "deeper" / "logs" / "serve.log"
+    path.parent.mkdir(parents=True)
+    path.write_text("an earlier line\n")
+    configure_logging("INFO", path)
+    logging.getLogger("tokenpilot.openclaw").warning("tokenpilot: something to keep")
+    lines = path.read_text().splitlines()
+    assert lines[0] == "an earlier line"
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING tokenpilot: something to keep", lines[1]
+    )
+    configure_logging("INFO", tmp_path / "new" / "dirs" / "serve.log")
+    logging.getLogger("tokenpilot.openclaw").info("tokenpilot: made its folder")
+    assert "made its folder" in (tmp_path / "new" / "dirs" / "serve.log").read_text()
+
+
+def test_an_unwritable_log_file_stops_startup_with_one_line(tmp_path, restore_logging, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for target in (blocker / "serve.log", tmp_path):  # under a file; a directory
+        with pytest.raises(SetupError, match="--log-file"):
+            configure_logging("INFO", target)
+        code = main_serve(["--upstream", "http://127.0.0.1:1/v1", "--no-state", "--log-file", str(target)])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and err.startswith("tokenpilot serve: --log-file") and "\n" not in err
+
+
+def test_serve_writes_its_log_file_and_hides_the_url_password(tmp_path):
+    """The real command: `--log-file` and `--upstream user:pass@...` end to end."""
+    loop = asyncio.new_event_loop()
+    up = FakeUpstream()
+    url = loop.run_until_complete(up.start()).replace("http://", "http://bob:hunter2@")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log_file = tmp_path / "logs" / "serve.log"
+    cmd = [sys.executable, "-m", "tokenpilot_openclaw", "serve", "--upstream", url, "--port", str(port)]
+    cmd += ["--no-state", "--store-dir", str(tmp_path / "store"), "--log-file", str(log_file)]
+    env = {k: v for k, v in os.environ.items() if k != "TOKENPILOT_UPSTREAM_API_KEY"}
+    proc = subprocess.Popen(
+        cmd, env={**env, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+
+        async def drive() -> int:
+            async with aiohttp.ClientSession() as http:
+                deadline = time.time() + 30
+                while True:
+                    try:
+                        if (await get(http, f"http://127.0.0.1:{port}/health"))[0] == 200:
+                            break
+                    except aiohttp.ClientError:
+                        if time.time() > deadline or proc.poll() is not None:
+                            raise
+                        await asyncio.sleep(0.1)
+                body = chat_body([{"role": "user", "content": "x"}])
+                return (await send(http, f"http://127.0.0.1:{port}", body))[0]
+
+        assert loop.run_until_complete(drive()) == 200
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        loop.run_until_complete(up.close())
+        loop.close()
+    assert proc.returncode == 0, out
+    logged = log_file.read_text()
+    assert re.search(r"^\S+ \S+ INFO tokenpilot: proxy ready, upstream http://bob:\*\*\*@", logged, re.M), (
+        logged
+    )
+    assert "shutting down" in logged and "hunter2" not in logged + out
+    assert up.chat_requests()[0].headers["Authorization"] == "Basic Ym9iOmh1bnRlcjI="
