@@ -28,7 +28,12 @@ from tokenpilot import RECALL_TOOL
 from tokenpilot_openclaw import PLUGIN_DIR
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings, SetupError
 from tokenpilot_openclaw.server import RunningProxy
-from tokenpilot_openclaw.sessions import SessionStats, normalize_session_id, resolve_session_id
+from tokenpilot_openclaw.sessions import (
+    SessionStats,
+    normalize_session_id,
+    recall_candidates,
+    resolve_session_id,
+)
 from tokenpilot_openclaw.sse import SSESplitter, event_data
 from tokenpilot_openclaw.testing import FakeUpstream, Fault, Reply, ToolCall, common_prefix_len, prompt_text
 from tokenpilot_openclaw.wire import split_per_call
@@ -731,8 +736,10 @@ async def test_a_prefix_break_is_logged_with_its_cause(upstream, proxy, http, ca
 def test_session_ids_from_cache_key_or_headers():
     assert normalize_session_id("abc:0") == "abc" == normalize_session_id("abc:12")
     assert normalize_session_id("a:b") == "a:b"
-    long = "x" * 80
-    assert normalize_session_id(long[:62] + ":0") == normalize_session_id(long)
+    long = "x" * 80  # OpenClaw cuts it to fit 64 code points; the plugin sends it whole
+    cut = normalize_session_id(long[:62] + ":0")
+    assert cut == normalize_session_id(long[:61] + ":10") == long[:56]
+    assert recall_candidates(long) == [normalize_session_id(long), cut]
     assert resolve_session_id({"prompt_cache_key": "k:0"}, {"session_id": "h:0"}) == "k"
     assert resolve_session_id({}, {"x-session-affinity": "h:3"}) == "h"
     assert resolve_session_id({"prompt_cache_key": ""}, {}) is None

@@ -17,7 +17,9 @@ def test_ci_runs_the_quickstart_test_command_verbatim():
     quick = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     commands = _commands(quick)
     assert len(commands) == 2, commands
-    ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
+    ci = [
+        line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")
+    ]
     assert ci.count(commands[1]) == 1 and ci[-1] == commands[1]  # the last thing CI runs, verbatim
     assert "tokenpilot bench" in commands[0]
 

@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,8 +33,23 @@ from tokenpilot.artifacts import default_store_dir
 from tokenpilot.errors import MessageError, TokenPilotError
 
 from . import sse, wire
-from .sessions import SessionStats, StateDir, normalize_session_id, resolve_session_id
-from .upstream import Upstream, UpstreamTimeout, UpstreamUnreachable, response_headers
+from .sessions import (
+    SessionStats,
+    StateDir,
+    credential_fingerprint,
+    derived_owner,
+    derived_session_id,
+    recall_candidates,
+    resolve_session_id,
+)
+from .upstream import (
+    Upstream,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+    redact_url,
+    response_headers,
+    split_credentials,
+)
 
 log = logging.getLogger("tokenpilot.openclaw")
 
@@ -66,13 +81,25 @@ class ProxySettings:
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
-            raise ValueError(f"--upstream must be an http(s) URL, got {self.upstream!r}")
+            raise ValueError(f"--upstream must be an http(s) URL, got {redact_url(self.upstream)!r}")
         if self.max_body_bytes <= 0:
             raise ValueError("the request size limit must be positive")
 
 
 class SetupError(RuntimeError):
     """The proxy cannot start as configured (a missing environment variable, a bad path)."""
+
+
+def _secret_from_env(var: str, what: str) -> str | None:
+    """`$var`, or None when unset or empty; `SetupError` naming the variable (never the value)
+    when it holds a control character, which no HTTP header can carry."""
+    value = os.environ.get(var) or None
+    if value is not None and any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise SetupError(
+            f"{var} ({what}) contains a control character such as a line break; "
+            "set it to the bare value on one line"
+        )
+    return value
 
 
 # ---------------------------------------------------------------------------
@@ -110,8 +137,10 @@ class Proxy:
         self.pilot = pilot or TokenPilot(config, store=ArtifactStore(Path(settings.store_dir).expanduser()))
         self.state = StateDir(settings.state_dir) if settings.state_dir else None
         self.stats: dict[str, SessionStats] = {}
+        base_url, basic_auth = split_credentials(settings.upstream)
         self.upstream = Upstream(
-            settings.upstream,
+            base_url,
+            basic_auth=basic_auth,
             connect_timeout_s=settings.connect_timeout_s,
             read_timeout_s=settings.read_timeout_s,
         )
@@ -127,9 +156,14 @@ class Proxy:
     def resolve_secrets(self) -> None:
         """Read the upstream key and the proxy's own token from the environment (never logged)."""
         s = self.settings
-        self.upstream.api_key = os.environ.get(s.upstream_key_env) or None
+        self.upstream.api_key = _secret_from_env(s.upstream_key_env, "the upstream API key")
+        if self.upstream.api_key and self.upstream.basic_auth:
+            raise SetupError(
+                f"the upstream URL carries a user and password and {s.upstream_key_env} holds an API "
+                "key: choose one (remove the credentials from --upstream, or unset the variable)"
+            )
         if s.auth_token_env:
-            token = os.environ.get(s.auth_token_env)
+            token = _secret_from_env(s.auth_token_env, "the proxy's bearer token")
             if not token:
                 raise SetupError(f"--auth-token-env names {s.auth_token_env}, which is not set or empty")
             self._auth_token = token
@@ -141,7 +175,9 @@ class Proxy:
         if self.settings.flush_interval_s > 0 and self.state is not None:
             self._flusher = asyncio.create_task(self._flush_periodically())
         log.info(
-            "tokenpilot: proxy ready, upstream %s, %d session(s) restored", self.settings.upstream, loaded
+            "tokenpilot: proxy ready, upstream %s, %d session(s) restored",
+            redact_url(self.settings.upstream),
+            loaded,
         )
 
     async def close(self) -> None:
@@ -234,16 +270,18 @@ class Proxy:
                     401,
                     "missing or wrong bearer token for the TokenPilot proxy",
                     type_="authentication_error",
+                    code="invalid_proxy_token",
                 )
         try:
             return await handler(request)
         except web.HTTPException as exc:
             if exc.status == 413:
-                limit = self.settings.max_body_bytes / MB
+                limit = self.settings.max_body_bytes
                 return json_error(
                     413,
-                    f"request body larger than the proxy's limit of {limit:g} MB",
+                    f"request body larger than the proxy's limit of {limit:,} bytes ({limit / MB:g} MB)",
                     type_="request_too_large",
+                    code="request_too_large",
                 )
             if exc.status < 400:
                 raise
@@ -256,22 +294,18 @@ class Proxy:
         if request.content_length is not None and request.content_length > limit:
             raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
         raw = await request.read()
-        try:
-            body = wire.check_chat_body(json.loads(raw.decode("utf-8")))
-        except UnicodeDecodeError as exc:
-            return json_error(400, f"the request body is not UTF-8: {exc}", type_="invalid_request_error")
-        except json.JSONDecodeError as exc:
-            return json_error(
-                400, f"the request body is not valid JSON: {exc}", type_="invalid_request_error"
-            )
+        try:  # any Content-Type: OpenAI's SDKs send JSON, and so does a bare `curl -d`
+            body = await asyncio.to_thread(_chat_body, raw)
         except wire.BadRequest as exc:
-            return json_error(400, str(exc), type_="invalid_request_error", param=exc.param)
+            return json_error(400, str(exc), type_="invalid_request_error", code=exc.code, param=exc.param)
 
         history, per_call = wire.split_per_call(body["messages"])
         sid = resolve_session_id(body, request.headers)
         prepared: Prepared | None = None
         try:
-            prepared = await asyncio.to_thread(self._prepare, history, body.get("tools"), sid)
+            prepared = await asyncio.to_thread(
+                self._prepare, history, body.get("tools"), sid, request.headers
+            )
         except MessageError as exc:
             return json_error(400, str(exc), type_="invalid_request_error", param="messages")
         except Exception:  # a TokenPilot bug must not stop the agent: forward the request as it came
@@ -289,14 +323,22 @@ class Proxy:
             return await self._stream(request, out, headers, stats, wire.client_wants_usage(body))
         return await self._complete(out, headers, stats)
 
-    def _prepare(self, history: list[Any], tools: Any, sid: str | None) -> Prepared:
+    def _prepare(
+        self, history: list[Any], tools: Any, sid: str | None, headers: Mapping[str, str]
+    ) -> Prepared:
         """TokenPilot's rendering, its state written through before the upstream sees it:
         whatever a provider has cached of this session, a restart (even after kill -9)
-        renders again. One worker-thread hop for both, so saves never queue behind
+        renders again. One worker-thread hop for all of it, so saves never queue behind
         other requests' prepares. A failed save stays in `_dirty` for the next flush."""
+        if sid is None:
+            sid = self._derive_session_id(history, headers)
         prepared = self.pilot.prepare(history, tools, session_id=sid)
         self._save(prepared.session_id)
         return prepared
+
+    def _derive_session_id(self, history: list[Any], headers: Mapping[str, str]) -> str:
+        """The id of a request without key or session header: its conversation's start and caller."""
+        return derived_session_id(self.pilot.derive_session_id(history), credential_fingerprint(headers))
 
     def _note_prepared(self, sid: str, prepared: Prepared, stats: SessionStats) -> None:
         st = prepared.stats
@@ -357,13 +399,17 @@ class Proxy:
             return json_error(
                 502, f"upstream response broken: {exc}", type_="upstream_error", code="upstream_broken"
             )
-        if resp.status == 200:
-            with contextlib.suppress(ValueError):
-                obj = json.loads(payload)
-                if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
-                    stats.record_usage(obj["usage"])
-        else:
+        if resp.status != 200:
             stats.errors += 1
+            return web.Response(status=resp.status, body=payload, headers=response_headers(resp))
+        try:
+            obj = json.loads(payload)
+        except ValueError:  # UnicodeDecodeError included
+            stats.errors += 1
+            msg = f"upstream answered 200 with a body that is not JSON ({len(payload)} bytes)"
+            return json_error(502, msg, type_="upstream_error", code="upstream_bad_response")
+        if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
+            stats.record_usage(obj["usage"])
         return web.Response(status=resp.status, body=payload, headers=response_headers(resp))
 
     async def _stream(
@@ -509,7 +555,17 @@ class Proxy:
                     param=name,
                 )
         pattern = q.get("pattern") or None
-        sid = normalize_session_id(session)
+        sid = self._recall_session(session)
+        owned, owner = derived_owner(sid)
+        if owned and owner != credential_fingerprint(request.headers):
+            return json_error(
+                403,
+                f"session {sid} was derived from a conversation sent with other credentials: its "
+                "artifacts go only to a caller with the same Authorization / x-api-key header",
+                type_="permission_error",
+                code="session_forbidden",
+                param="session",
+            )
         result = await asyncio.to_thread(
             self.pilot.recall,
             request.match_info["artifact_id"],
@@ -531,6 +587,19 @@ class Proxy:
             body["error"] = {"message": result.note, "type": "not_found", "code": "artifact_not_found"}
             return web.json_response(body, status=404)
         return web.json_response(body)
+
+    def _recall_session(self, session: str) -> str:
+        """The session a recall's `session` names: a derived id as is, else the first known candidate."""
+        if derived_owner(session)[0]:
+            return session
+        candidates = recall_candidates(session)
+        known = set(self.stats) | set(self.pilot.session_ids)
+        return next((sid for sid in candidates if sid in known), candidates[0])
+
+
+def _chat_body(raw: bytes) -> dict[str, Any]:
+    """Parse and check a chat request body (off the event loop: a big body takes a while)."""
+    return wire.check_chat_body(wire.parse_body(raw))
 
 
 class _StreamBroken(Exception):

@@ -3,6 +3,9 @@
 `RunningProxy` starts the same server inside a running event loop (tests, the
 benchmark, embedding); `main_serve` runs it until SIGINT/SIGTERM. Either way the
 aiohttp cleanup hook flushes session state before the process ends.
+
+The log goes to stderr and, with `--log-file`, is also appended to that file: OpenClaw
+keeps only a short tail of a local service's output.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ from .proxy import (
     SetupError,
     default_state_dir,
 )
+from .upstream import redact_url
 
 log = logging.getLogger("tokenpilot.openclaw")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,7 +43,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--upstream",
         required=True,
         metavar="URL",
-        help="OpenAI-compatible base URL, with its /v1 (e.g. https://api.openai.com/v1)",
+        help="OpenAI-compatible base URL, with its /v1 (e.g. https://api.openai.com/v1); "
+        "user:password@ in it is sent as HTTP Basic auth (and never printed)",
     )
     p.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
@@ -126,11 +132,26 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
     )
 
 
+def configure_logging(level: str = "INFO", log_file: Path | None = None) -> None:
+    """Log to stderr and, when given, append to `log_file` (its folder is created).
+
+    `SetupError` when the file cannot be opened for appending, so the proxy does not
+    start with a log nobody will find.
+    """
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if log_file is not None:
+        path = Path(log_file).expanduser()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handlers.append(logging.FileHandler(path, mode="a", encoding="utf-8", errors="backslashreplace"))
+        except OSError as exc:
+            raise SetupError(f"--log-file {path}: cannot append to it: {exc.strerror or exc}") from exc
+    logging.basicConfig(level=level, format=LOG_FORMAT, handlers=handlers, force=True)
+
+
 def run_from_args(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=getattr(args, "log_level", "INFO"), format="%(asctime)s %(levelname)s %(message)s", force=True
-    )
     try:
+        configure_logging(getattr(args, "log_level", "INFO"), getattr(args, "log_file", None))
         settings = settings_from_args(args)
         asyncio.run(serve(settings))
     except (SetupError, ValueError) as exc:
@@ -158,7 +179,7 @@ async def serve(settings: ProxySettings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with RunningProxy(settings) as running:
-        print(f"tokenpilot: serving {running.url} -> {settings.upstream}", flush=True)
+        print(f"tokenpilot: serving {running.url} -> {redact_url(settings.upstream)}", flush=True)
         await stop.wait()
         log.info("tokenpilot: shutting down, saving session state")
 

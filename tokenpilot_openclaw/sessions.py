@@ -1,9 +1,37 @@
 """Which session a request belongs to, what it cost, and where its state is kept.
 
-OpenClaw sends `prompt_cache_key: "<sessionId>:<compactions>"` (and the same value
-in `session_id` / `x-session-affinity` headers); the recall tool in the plugin only
-knows `<sessionId>`. Both go through `normalize_session_id`, so a request and a
-recall of the same conversation meet in one TokenPilot session, across compactions.
+The whole key names the session: two keys that differ anywhere are two sessions, so
+they never read each other's artifacts or break each other's cached prefix.
+
+OpenClaw sends `prompt_cache_key: "<sessionId>:<compactions>"` (and the same value in
+the `session_id` / `x-session-affinity` headers); the plugin's recall tool knows only
+`<sessionId>`, whole. `normalize_session_id` maps a key to its session id:
+
+1. OpenClaw's compaction suffix `:<N>` is dropped: a conversation stays one session
+   across compactions.
+2. OpenClaw fits the key into OpenAI's 64 code points by cutting a long session id to
+   `64 - len(":<N>")` code points, a cut that moves with the compaction count but
+   keeps at least 56 (`MAX_SESSION_CHARS`, for counts below 10**7). A key of exactly
+   64 code points ending in `:<N>` is read as such a cut, and its first 56 code points
+   (what every compaction count leaves) name the session. Two such keys sharing those
+   56 are one session: OpenClaw's cut has already made them indistinguishable.
+3. An id of up to 56 code points is kept as it is. A longer one, or one holding a lone
+   surrogate or a control character (which no UTF-8 store or log line takes as is),
+   becomes a readable prefix, `~` and a hash of the WHOLE id: at most 56 code points,
+   distinct for distinct ids. A key already shaped like a hashed or derived id (below)
+   is hashed too, so no key can name another session's id.
+
+A recall (`recall_candidates`) tries the id of the whole `session` it is given, then,
+when no session has that id and it is over 56 code points, the id of its 56-code-point
+cut: the session OpenClaw's cut key (rule 2) created for the plugin's whole sessionId.
+
+A request with no key and no session header gets an id derived from the conversation's
+start (`TokenPilot.derive_session_id`) and, after `_`, the caller's
+`credential_fingerprint` (a hash of its Authorization / x-api-key headers): two callers
+with different credentials whose conversations start alike stay two sessions, and a
+derived session's artifacts are served only to a caller with the same credentials
+(`derived_owner`). Behind `--auth-token-env` every caller sends the proxy's own token,
+so there only x-api-key tells callers apart.
 """
 
 from __future__ import annotations
@@ -22,18 +50,67 @@ from typing import Any
 log = logging.getLogger("tokenpilot.openclaw")
 
 _EPOCH_SUFFIX = re.compile(r":\d+$")
-# OpenClaw cuts the session id to 64 - len(":N") code points in the cache key.
+# The cap on an id kept as it is, and the length of a hashed one.
 MAX_SESSION_CHARS = 56
+# OpenAI's limit on prompt_cache_key; OpenClaw cuts its session id to fit it.
+CACHE_KEY_CHARS = 64
 SESSION_HEADERS = ("session_id", "x-session-affinity")
+CREDENTIAL_HEADERS = ("authorization", "x-api-key")
+_HASH_HEX = 16
+_PREFIX_CHARS = MAX_SESSION_CHARS - 1 - _HASH_HEX
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+_HASHED_SHAPE = re.compile(rf".{{0,{_PREFIX_CHARS}}}~[0-9a-f]{{{_HASH_HEX}}}", re.DOTALL)
+_DERIVED_SHAPE = re.compile(rf"s_[0-9a-f]{{16}}(?:_([0-9a-f]{{{_HASH_HEX}}}))?")
+
+
+def _sha_hex(text: str, n: int = _HASH_HEX) -> str:
+    """Hash of any str, lone surrogates included (they come from JSON escapes like \\ud800)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:n]
+
+
+def _needs_hash(base: str) -> bool:
+    return (
+        len(base) > MAX_SESSION_CHARS
+        or _UNSAFE.search(base) is not None
+        or _HASHED_SHAPE.fullmatch(base) is not None
+        or _DERIVED_SHAPE.fullmatch(base) is not None
+    )
+
+
+def _bounded(base: str) -> str:
+    """The id for a key's base: itself when short and plain, else prefix + hash of all of it."""
+    if not _needs_hash(base):
+        return base
+    return f"{_UNSAFE.sub('?', base[:_PREFIX_CHARS])}~{_sha_hex(base)}"
+
+
+def _is_openclaw_cut(key: str) -> bool:
+    """A key that fills OpenAI's 64 code points and ends in `:<N>`: OpenClaw cut its id."""
+    return len(key) == CACHE_KEY_CHARS and _EPOCH_SUFFIX.search(key) is not None
 
 
 def normalize_session_id(raw: str) -> str:
-    """The conversation's id: OpenClaw's compaction counter suffix removed, length capped."""
-    return _EPOCH_SUFFIX.sub("", raw.strip())[:MAX_SESSION_CHARS]
+    """The session id for a cache key, session header or recall session (module docstring)."""
+    key = raw.strip()
+    base = _EPOCH_SUFFIX.sub("", key)
+    if _is_openclaw_cut(key):
+        base = base[:MAX_SESSION_CHARS]
+    return _bounded(base)
+
+
+def recall_candidates(raw: str) -> list[str]:
+    """Session ids a recall may mean, best first: the whole id's, then its 56-code-point cut's."""
+    base = _EPOCH_SUFFIX.sub("", raw.strip())
+    ids = [normalize_session_id(raw)]
+    if len(base) > MAX_SESSION_CHARS:
+        cut = _bounded(base[:MAX_SESSION_CHARS])
+        if cut not in ids:
+            ids.append(cut)
+    return ids
 
 
 def resolve_session_id(body: Mapping[str, Any], headers: Mapping[str, str]) -> str | None:
-    """`prompt_cache_key`, else the session headers, else None (the core derives one)."""
+    """`prompt_cache_key`, else the session headers, else None (the id is derived)."""
     key = body.get("prompt_cache_key")
     if isinstance(key, str) and key.strip():
         return normalize_session_id(key)
@@ -42,6 +119,25 @@ def resolve_session_id(body: Mapping[str, Any], headers: Mapping[str, str]) -> s
         if value and value.strip():
             return normalize_session_id(value)
     return None
+
+
+def credential_fingerprint(headers: Mapping[str, str]) -> str | None:
+    """A hash of the caller's credentials (None without any); the credentials are never kept."""
+    parts = [f"{name}\0{headers[name]}" for name in CREDENTIAL_HEADERS if headers.get(name)]
+    if not parts:
+        return None
+    return _sha_hex("tokenpilot-credential\0" + "\0".join(parts))
+
+
+def derived_session_id(conversation_id: str, fingerprint: str | None) -> str:
+    """A derived session's id: the conversation's (`s_<16 hex>`), then the caller's fingerprint."""
+    return conversation_id if fingerprint is None else f"{conversation_id}_{fingerprint}"
+
+
+def derived_owner(session_id: str) -> tuple[bool, str | None]:
+    """(whether the proxy derived this id, the fingerprint of the caller it belongs to)."""
+    m = _DERIVED_SHAPE.fullmatch(session_id)
+    return (False, None) if m is None else (True, m.group(1))
 
 
 @dataclass(slots=True)

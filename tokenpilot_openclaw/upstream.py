@@ -3,15 +3,21 @@
 Errors are sorted into the two the proxy answers differently: no answer in time
 (504) and no connection at all (502). Everything the upstream does answer, errors
 included, goes back to the client as it came.
+
+Credentials in the URL (`http://user:pass@host/v1`) never reach aiohttp, which refuses
+them next to an Authorization header: `split_credentials` takes them out at start-up
+and they go as HTTP Basic auth; `redact_url` is the form that may be printed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
+from yarl import URL
 
 # Request headers worth passing on: routing and account selection, never hop-by-hop.
 FORWARD_REQUEST_HEADERS = (
@@ -24,6 +30,24 @@ FORWARD_REQUEST_HEADERS = (
 # Response headers a client may act on (rate limits, retries, request ids).
 FORWARD_RESPONSE_PREFIXES = ("x-ratelimit-", "openai-", "anthropic-")
 FORWARD_RESPONSE_HEADERS = ("retry-after", "x-request-id", "request-id")
+
+
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """(the URL without user and password, their `Authorization: Basic ...` value or None)."""
+    u = URL(url)
+    if u.user is None and u.password is None:
+        return url, None
+    pair = f"{u.user or ''}:{u.password or ''}".encode()
+    return str(u.with_user(None)), "Basic " + base64.b64encode(pair).decode("ascii")
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password, if any, shown as `***` (for logs and messages)."""
+    try:
+        u = URL(url)
+    except (TypeError, ValueError):
+        return "<unparsable URL>"
+    return str(u.with_password("***")) if u.password else url
 
 
 class UpstreamError(Exception):
@@ -40,10 +64,11 @@ class UpstreamUnreachable(UpstreamError):
 
 @dataclass(slots=True)
 class Upstream:
-    """Base URL (with its `/v1`), the API key if any, and timeouts."""
+    """Base URL (with its `/v1`, no credentials), the API key or Basic auth if any, and timeouts."""
 
     base_url: str
     api_key: str | None = field(default=None, repr=False)
+    basic_auth: str | None = field(default=None, repr=False)
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 300.0
     _session: aiohttp.ClientSession | None = None
@@ -68,6 +93,8 @@ class Upstream:
         out = {"Content-Type": "application/json", "Accept": incoming.get("accept", "application/json")}
         if self.api_key:
             out["Authorization"] = f"Bearer {self.api_key}"
+        elif self.basic_auth:
+            out["Authorization"] = self.basic_auth
         elif forward_authorization and incoming.get("authorization"):
             out["Authorization"] = incoming["authorization"]
         for name in FORWARD_REQUEST_HEADERS:

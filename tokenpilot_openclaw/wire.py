@@ -10,6 +10,7 @@ per-call tail, where per-call content belongs.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,17 @@ from tokenpilot.errors import MessageError
 from tokenpilot.messages import check_messages, content_text
 
 PER_CALL_MARKERS = ("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>",)
+# Deepest `[`/`{` nesting accepted. Chat requests nest a dozen levels (tool schemas);
+# json.loads recurses once per level, so a hostile body must be stopped before it.
+MAX_JSON_DEPTH = 128
+
+# After escapes are gone: a JSON string, or an unterminated one running to the end.
+_JSON_STRING = re.compile(rb'"[^"]*(?:"|\Z)')
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+_AS_SQUARE = bytes.maketrans(b"{}", b"[]")  # one bracket kind: depth is all that is counted
+_COLLAPSE_PASSES = 8
+_BRACKET_RUN = re.compile(rb"\[+|\]+")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 _JSON_NAMES = {
@@ -31,11 +43,59 @@ _JSON_NAMES = {
 
 
 class BadRequest(ValueError):
-    """The request body is not a valid chat completion request; `param` names the field."""
+    """The request body is not a valid chat completion request; `param` names the field,
+    `code` the kind of problem when it is not a field's (the body is no JSON at all)."""
 
-    def __init__(self, message: str, param: str | None = None) -> None:
+    def __init__(self, message: str, param: str | None = None, *, code: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+        self.code = code
+
+
+def parse_body(raw: bytes) -> Any:
+    """The request body as JSON, or `BadRequest` saying why not (encoding, syntax, depth)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"the request body is not UTF-8: {exc}", code="invalid_encoding") from exc
+    too_deep = BadRequest(
+        f"the request body nests JSON arrays/objects deeper than the proxy's limit of {MAX_JSON_DEPTH} levels",
+        code="json_too_deep",
+    )
+    if json_depth_exceeds(raw, MAX_JSON_DEPTH):
+        raise too_deep
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+    except RecursionError as exc:  # the pre-check is the guard; this is its backstop
+        raise too_deep from exc
+
+
+def json_depth_exceeds(raw: bytes, limit: int) -> bool:
+    """Whether `[`/`{` nest deeper than `limit` outside JSON strings (escapes honoured).
+
+    Iterative and at C speed for any body: escapes and then strings are removed,
+    everything but brackets is deleted, empty pairs are collapsed a few times over, and
+    what is left is counted run by run (a run of openers or closers at once).
+    """
+    s = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    s = _JSON_STRING.sub(b"", s.translate(_AS_SQUARE, _NOT_STRUCTURE))
+    depth = 0  # each pass removes the innermost level: it starts the count one deeper
+    for _ in range(_COLLAPSE_PASSES):
+        shorter = s.replace(b"[]", b"")  # one scan: a pair it uncovers waits for the next
+        if len(shorter) == len(s):
+            break
+        s, depth = shorter, depth + 1
+    for run in _BRACKET_RUN.finditer(s):
+        n = run.end() - run.start()
+        if s[run.start()] == ord("["):
+            depth += n
+            if depth > limit:
+                return True
+        else:
+            depth -= n
+    return False
 
 
 def check_chat_body(body: Any) -> dict[str, Any]:
@@ -119,8 +179,20 @@ def client_wants_usage(body: Mapping[str, Any]) -> bool:
 
 
 def encode(body: Mapping[str, Any]) -> bytes:
-    """One compact byte form: the same body always gives the same bytes."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    """One compact, valid UTF-8 byte form: the same body always gives the same bytes.
+
+    A lone surrogate (a `\\ud800` escape in the client's JSON) has no UTF-8 form; it is
+    written back as that escape, and only it, so every other character keeps its bytes.
+    """
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(_escape, text).encode("utf-8")
+
+
+def _escape(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group()):04x}"
 
 
 def first_difference(prev: Sequence[Any] | None, cur: Sequence[Any]) -> str:
