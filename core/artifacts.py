@@ -25,6 +25,7 @@ import diskcache
 
 from ._canonical import ARTIFACT_PREFIX, artifact_id_for, from_bytes, to_bytes
 from .errors import ArtifactNotFound
+from .recall_search import SEARCH_BUDGET_S, search_lines
 
 _ID_RE = re.compile(r"^" + ARTIFACT_PREFIX + r"[0-9a-f]{8,64}$")
 _MAX_PATTERN_CHARS = 1000
@@ -140,7 +141,8 @@ class ArtifactStore:
         """The whole original, a 1-based inclusive line range, or the lines matching a regex.
 
         Never raises for the model's mistakes: an unknown id or a bad pattern comes
-        back as a clear message the agent can act on.
+        back as a clear message the agent can act on. Patterns run in linear time
+        (RE2, see `recall_search`): a model-written pattern cannot hang the process.
         """
         aid = str(artifact_id).strip()
         try:
@@ -165,33 +167,7 @@ class ArtifactStore:
         if past is not None:
             return RecallResult(aid, "", True, total, note=past)
         if pattern:
-            if len(pattern) > _MAX_PATTERN_CHARS:
-                return RecallResult(aid, "", True, total, note="[tokenpilot: pattern too long]")
-            try:
-                rx = re.compile(pattern)
-            except re.error as exc:
-                return RecallResult(aid, "", True, total, note=f"[tokenpilot: invalid pattern: {exc}]")
-            lo, hi = _line_bounds(start_line, end_line, total)
-            picked: list[str] = []
-            matched = 0
-            for i in range(lo, hi):
-                line = lines[i]
-                if len(line) <= _LONG_LINE:
-                    if rx.search(line):
-                        matched += 1
-                        picked.append(f"{i + 1}: {line}")
-                    continue
-                # A long line (minified HTML or JSON): the text around each match, not the line.
-                hits = [m for _, m in zip(range(_MAX_SNIPPETS + 1), rx.finditer(line))]
-                if hits:
-                    matched += 1
-                    for m in hits[:_MAX_SNIPPETS]:
-                        a, b = max(m.start() - _CONTEXT, 0), min(m.end() + _CONTEXT, len(line))
-                        picked.append(f"{i + 1}[chars {a}-{b} of {len(line)}]: {line[a:b].rstrip()}\n")
-                    if len(hits) > _MAX_SNIPPETS:
-                        picked.append(f"{i + 1}: [more matches on this line; narrow the pattern]\n")
-            note = f"[tokenpilot: {matched} of {total} lines of {aid} match {pattern!r}]"
-            return RecallResult(aid, "".join(picked), True, total, note=note)
+            return _search(aid, lines, str(pattern), _line_bounds(start_line, end_line, total))
         lo, hi = _line_bounds(start_line, end_line, total)
         note = f"[tokenpilot: lines {lo + 1}-{hi} of {total} of {aid}]"
         return RecallResult(aid, "".join(lines[lo:hi]), True, total, note=note)
@@ -229,9 +205,27 @@ class ArtifactStore:
         self._cache.close()
 
 
-_LONG_LINE = 2000  # a matching line longer than this comes back as snippets around each match
-_CONTEXT = 200  # chars kept on each side of a match in a long line
-_MAX_SNIPPETS = 20
+def _search(aid: str, lines: list[str], pattern: str, bounds: tuple[int, int]) -> RecallResult:
+    """The lines matching `pattern` (see `recall_search`), with a note on how it was searched."""
+    total = len(lines)
+    if len(pattern) > _MAX_PATTERN_CHARS:
+        note = f"[tokenpilot: pattern too long ({len(pattern):,} chars; the limit is {_MAX_PATTERN_CHARS:,})]"
+        return RecallResult(aid, "", True, total, note=note)
+    found = search_lines(lines, pattern, *bounds)
+    if found.fallback:
+        what = (
+            f"{found.fallback}; searched for it as plain text instead: "
+            f"{found.matched} of {total} lines of {aid} contain {pattern!r}"
+        )
+    else:
+        what = f"{found.matched} of {total} lines of {aid} match {pattern!r}"
+    if found.stopped_at is not None:
+        what += (
+            f"; the search stopped at line {found.stopped_at + 1} after {SEARCH_BUDGET_S:g} s "
+            f"(this pattern is slow on this text): continue with start_line={found.stopped_at + 1} "
+            "or a simpler pattern"
+        )
+    return RecallResult(aid, found.text, True, total, note=f"[tokenpilot: {what}]")
 
 
 def _line_count(text: str) -> int:
