@@ -37,6 +37,7 @@ from .ingest import (
 from .lifecycle import Lifecycle, LifecycleConfig
 from .messages import check_message, check_tools, content_text, to_anthropic
 from .passes.truncate import tool_family
+from .recall_args import recall_arguments
 from .stabilize import RECALL_TOOL_NAME, Stabilized, merge_tools, stabilize_text, tool_name, values_block
 from .tokens import count_tokens
 
@@ -729,26 +730,23 @@ class TokenPilot:
                 s.state.note_recall(result.artifact_id)
         return result
 
-    def execute_recall(self, arguments: str | Mapping[str, Any], *, session_id: str | None = None) -> str:
-        """Run a `recall_artifact` tool call from its raw arguments; returns the tool's text."""
-        import json
+    def execute_recall(
+        self, arguments: str | bytes | Mapping[str, Any], *, session_id: str | None = None
+    ) -> str:
+        """Run a `recall_artifact` tool call from its raw arguments; returns the tool's text.
 
+        The model wrote the arguments: whatever they are (not JSON, nested 100k deep, ids
+        that are not strings), the answer is a tool result saying what was wrong, never
+        an exception.
+        """
         try:
-            args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
-            if not isinstance(args, Mapping):
-                raise ValueError("arguments must be a JSON object")
-            aid = args["artifact_id"]
-            start = args.get("start_line")
-            end = args.get("end_line")
-            pattern = args.get("pattern")
-            for name, v in (("start_line", start), ("end_line", end)):
-                if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
-                    raise ValueError(f"{name} must be an integer")
-            if pattern is not None and not isinstance(pattern, str):
-                raise ValueError("pattern must be a string")
-        except (ValueError, KeyError, TypeError) as exc:
+            aid, start, end, pattern = recall_arguments(arguments)
+        except ValueError as exc:
             return f'[tokenpilot: invalid {RECALL_TOOL_NAME} arguments: {exc}. Expected {{"artifact_id": "art_…"}}]'
-        return self.recall(str(aid), start, end, pattern, session_id=session_id).for_model()
+        try:
+            return self.recall(aid, start, end, pattern, session_id=session_id).for_model()
+        except OSError as exc:  # the store's disk, not the model's arguments
+            return f"[tokenpilot: the artifact store could not be read ({exc}); try again later]"
 
     def _resolve_session(self, session_id: str | None) -> str:
         if session_id is not None:

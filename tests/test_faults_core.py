@@ -3,11 +3,13 @@ lone surrogates, a full disk, and many processes on one store."""
 
 from __future__ import annotations
 
+import errno
+import json
 import re
 
 import pytest
 
-from tokenpilot import recall_search
+from tokenpilot import TokenPilot, recall_search
 from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.recall_search import search_lines
 
@@ -137,3 +139,66 @@ def test_the_time_budget_stops_at_a_window_and_says_where(monkeypatch):
     assert r.stopped_at is not None and 0 < r.stopped_at < len(lines)
     assert r.matched == r.stopped_at  # every line searched matched; none after
     assert search_lines(lines, "value").stopped_at is None
+
+
+# ---------------------------------------------------------------------------
+# 2. execute_recall answers hostile arguments with a tool result, never an exception
+# ---------------------------------------------------------------------------
+def _pilot_with_artifact() -> tuple[TokenPilot, str]:
+    tp = TokenPilot(lifecycle=False)
+    aid = tp.store.put("s", LOG)
+    tp.session("s")
+    return tp, aid
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "the JSON is nested too deeply"),
+        ('{"artifact_id": ' + "[" * 100_000 + "]" * 100_000 + "}", "the JSON is nested too deeply"),
+        ("{not json", "not JSON (Expecting property name enclosed in double quotes"),
+        ("1" * 5000, "not JSON (Exceeds the limit"),
+        ("[1, 2]", "arguments must be a JSON object, got an array"),
+        ("null", "arguments must be a JSON object, got null"),
+        ("{}", "'artifact_id' is missing"),
+        ('{"artifact_id": 12}', "'artifact_id' must be a string, got a number"),
+        ('{"artifact_id": ["art_1"]}', "'artifact_id' must be a string, got an array"),
+        ('{"artifact_id": null}', "'artifact_id' must be a string, got null"),
+        ('{"artifact_id": "x", "start_line": true}', "'start_line' must be an integer, got a boolean"),
+        ('{"artifact_id": "x", "end_line": 2.5}', "'end_line' must be an integer, got a number"),
+        ('{"artifact_id": "x", "pattern": {"a": 1}}', "'pattern' must be a string, got an object"),
+        (b"\xff\xfe", "arguments are not UTF-8"),
+        (42, "arguments must be a JSON object, got a number"),
+    ],
+)
+def test_execute_recall_turns_hostile_arguments_into_a_clear_tool_result(arguments, problem):
+    tp, _ = _pilot_with_artifact()
+    out = tp.execute_recall(arguments, session_id="s")
+    assert out.startswith(f"[tokenpilot: invalid recall_artifact arguments: {problem}")
+    assert out.endswith('Expected {"artifact_id": "art_…"}]')
+
+
+def test_execute_recall_still_runs_good_arguments_given_as_text_bytes_or_objects():
+    tp, aid = _pilot_with_artifact()
+    for args in (
+        json.dumps({"artifact_id": aid, "pattern": "value 77$"}),
+        {"artifact_id": aid, "pattern": "value 77$"},
+    ):
+        assert tp.execute_recall(args, session_id="s").endswith("\n11: line 11: value 77\n")
+    assert tp.execute_recall(json.dumps({"artifact_id": aid}).encode(), session_id="s").endswith(LOG)
+    huge = tp.execute_recall(json.dumps({"artifact_id": aid, "start_line": 10**30}), session_id="s")
+    assert "past the end" in huge
+
+
+def test_execute_recall_reports_an_unreadable_store_instead_of_raising(monkeypatch):
+    tp, aid = _pilot_with_artifact()
+
+    def broken(*_a, **_k):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(tp.store, "get_bytes", broken)
+    out = tp.execute_recall({"artifact_id": aid}, session_id="s")
+    assert (
+        out
+        == "[tokenpilot: the artifact store could not be read ([Errno 5] Input/output error); try again later]"
+    )
