@@ -35,6 +35,7 @@ from .ingest import (
     ingest_user,
 )
 from .lifecycle import Lifecycle, LifecycleConfig
+from .limits import check_count, check_depth, nesting_exceeds
 from .messages import check_message, check_tools, content_text, to_anthropic
 from .passes.truncate import tool_family
 from .recall_args import recall_arguments
@@ -164,22 +165,47 @@ def _bulky(tools: Any) -> bool:
     return any(isinstance(t, Mapping) and tool_family(tool_name(t)) in BULKY_TOOL_FAMILIES for t in items)
 
 
-def _sig_calls(msg: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None:
+def _sig_calls(msg: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """(name, arguments) of each tool call, to recognise the message again; a malformed
+    `tool_calls` (lenient mode passes it through) is kept as it is, for comparison."""
     calls = msg.get("tool_calls")
     if not calls:
         return None
+    if not isinstance(calls, list | tuple):
+        return (("?", calls),)
     out = []
     for c in calls:
-        fn = c.get("function") or {}
-        out.append((fn.get("name"), fn.get("arguments")))
+        fn = c.get("function") if isinstance(c, Mapping) else None
+        out.append((fn.get("name"), fn.get("arguments")) if isinstance(fn, Mapping) else ("?", c))
     return tuple(out)
 
 
 def _ids(msg: Mapping[str, Any]) -> Any:
+    """The tool-call id(s) a message carries: a string, a tuple (None where one is not a
+    string), or None. Always hashable: render keys are built from them."""
     if msg.get("role") == "tool":
-        return msg.get("tool_call_id")
+        tid = msg.get("tool_call_id")
+        return tid if isinstance(tid, str) else None
     calls = msg.get("tool_calls")
-    return tuple(c.get("id") for c in calls) if calls else None
+    if not calls or not isinstance(calls, list | tuple):
+        return None
+    return tuple(
+        c.get("id") if isinstance(c, Mapping) and isinstance(c.get("id"), str) else None for c in calls
+    )
+
+
+def _usable_ids(ids: Any, frozen: Mapping[str, Any]) -> bool:
+    """Can these ids replace the frozen message's own? Only valid ones, one per call."""
+    if frozen.get("role") == "tool":
+        return isinstance(ids, str)
+    calls = frozen.get("tool_calls")
+    return (
+        isinstance(ids, tuple)
+        and isinstance(calls, list | tuple)
+        and len(ids) == len(calls)
+        and all(isinstance(i, str) for i in ids)
+        and all(isinstance(c, Mapping) for c in calls)
+    )
 
 
 def _raw_hash(msg: Mapping[str, Any]) -> str:
@@ -279,22 +305,37 @@ class TokenPilot:
 
     def derive_session_id(self, messages: Sequence[Any]) -> str:
         """A stable id from the conversation's start: the system text (stabilised) and first message."""
-        system, first = [], None
-        for m in messages:
-            if isinstance(m, Mapping) and m.get("role") in _SYSTEM_ROLES and first is None:
-                text = content_text(m.get("content"))
-                system.append(
-                    stabilize_text(text, self.config.volatile_patterns).text
-                    if self.config.stabilize
-                    else text
-                )
-            elif first is None:
-                first = m
-                break
+        k = self._leading_system(messages)
+        system = []
+        for m in messages[:k]:
+            text = content_text(m.get("content"))
+            system.append(
+                stabilize_text(text, self.config.volatile_patterns).text if self.config.stabilize else text
+            )
+        first = messages[k] if k < len(messages) else None
+        if k < len(messages):
+            check_depth(first, self.config.max_depth, k)
         return (
             "s_"
             + sha256_hex(canonical_json([system, first if isinstance(first, Mapping) else str(first)]))[:16]
         )
+
+    def _leading_system(self, messages: Sequence[Any]) -> int:
+        """How many leading messages make up the system prompt: well-formed system or
+        developer messages. A malformed one is history, passed through (or refused in
+        strict mode) like any other malformed message."""
+        k = 0
+        while k < len(messages):
+            m = messages[k]
+            if not isinstance(m, Mapping) or m.get("role") not in _SYSTEM_ROLES:
+                break
+            check_depth(m, self.config.max_depth, k)
+            try:
+                check_message(m, k)
+            except MessageError:
+                break
+            k += 1
+        return k
 
     # -- prepare --------------------------------------------------------------
     def prepare(
@@ -307,6 +348,12 @@ class TokenPilot:
         """Render the managed request for this history. Never mutates its input."""
         if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
             raise MessageError(None, f"expected a list of messages, got {type(messages).__name__}")
+        check_count(messages, self.config.max_messages)
+        if tools is not None:
+            if not isinstance(tools, list | tuple):
+                raise MessageError(None, f"'tools' must be a list, got {type(tools).__name__}")
+            for j, t in enumerate(tools):
+                check_depth(t, self.config.max_depth, None, f"tools[{j}]")
         check_tools(list(tools) if tools is not None else None)
         sid = session_id or self.derive_session_id(messages)
         session = self.session(sid)
@@ -319,17 +366,12 @@ class TokenPilot:
         cfg = self.config
         warnings: list[str] = []
         malformed = 0
-        k = 0
-        while (
-            k < len(messages)
-            and isinstance(messages[k], Mapping)
-            and messages[k].get("role") in _SYSTEM_ROLES
-        ):
-            k += 1
-        self._update_system(s, messages[:k], warnings)
-
+        k = self._leading_system(messages)
         history = messages[k:]
         n = self._match(s, history)
+        for i in range(n, len(history)):  # refuse before any state changes; older ones passed
+            check_depth(history[i], cfg.max_depth, k + i)
+        self._update_system(s, messages[:k], warnings)
         rewritten = n < len(s.entries)
         if rewritten:
             self._truncate(s, n)
@@ -424,6 +466,8 @@ class TokenPilot:
                     n += 1
                     continue
                 break
+            if nesting_exceeds(msg, self.config.max_depth) or not _hashable(msg):
+                break  # refused by the depth check, or passed through as malformed
             if entry.raw_hash == _raw_hash(msg):
                 entry.role, entry.content, entry.name = msg.get("role"), msg.get("content"), msg.get("name")
                 entry.calls, entry.live = _sig_calls(msg), True
@@ -557,7 +601,7 @@ class TokenPilot:
             frozen = e.frozen
             if isinstance(frozen, Mapping):
                 cur = _ids(msg) if isinstance(msg, Mapping) else e.ids
-                if cur != e.ids:
+                if cur != e.ids and _usable_ids(cur, frozen):
                     out.append(_with_ids(frozen, cur))
                     keys.append(hash((id(frozen), cur)))
                     continue
@@ -857,9 +901,9 @@ class TokenPilot:
 
 def _hashable(msg: Mapping[str, Any]) -> bool:
     try:
-        canonical_json([msg.get("role"), msg.get("content"), msg.get("name")])
+        _raw_hash(msg)
         return True
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # not JSON: int and str keys mixed, bytes, sets...
         return False
 
 

@@ -8,9 +8,13 @@ import json
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tokenpilot import TokenPilot, recall_search
+from tokenpilot import Config, TokenPilot, recall_search
 from tokenpilot.artifacts import ArtifactStore
+from tokenpilot.errors import ConfigError, MessageError
+from tokenpilot.messages import check_message
 from tokenpilot.recall_search import search_lines
 
 LOG = "".join(f"line {i}: value {i * 7}\n" for i in range(1, 101))
@@ -202,3 +206,160 @@ def test_execute_recall_reports_an_unreadable_store_instead_of_raising(monkeypat
         out
         == "[tokenpilot: the artifact store could not be read ([Errno 5] Input/output error); try again later]"
     )
+
+
+# ---------------------------------------------------------------------------
+# 3. prepare: malformed messages pass through in lenient mode; shape limits
+# ---------------------------------------------------------------------------
+def test_an_unknown_role_with_junk_tool_calls_passes_through_as_malformed():
+    msgs = [
+        {"role": "user", "content": "hi"},
+        {"role": "wizard", "tool_calls": "junk"},
+        {"role": "assistant", "tool_calls": [1, {"id": 3}]},
+        {"role": "system", "content": 5},
+    ]
+    tp = TokenPilot(lifecycle=False)
+    for _ in range(2):  # the second call matches the passed-through entries again
+        p = tp.prepare(msgs, session_id="s")
+        assert p.messages == msgs and p.stats.malformed == (3 if _ == 0 else 0)
+    assert p.stats.prefix_break is None
+    with pytest.raises(MessageError, match=r"^message 1: 'tool_calls' must be a list$"):
+        TokenPilot(Config(strict=True), lifecycle=False).prepare(msgs)
+
+
+def test_a_malformed_leading_system_message_is_history_not_the_system_prompt():
+    msgs = [{"role": "system", "content": {"not": "text"}}, {"role": "user", "content": "hi"}]
+    p = TokenPilot(lifecycle=False).prepare(msgs)
+    assert p.messages == msgs and p.stats.malformed == 1
+    assert p.stats.warnings == ("message 0: 'content' must be a string, a list of parts or null, got dict",)
+
+
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_message_nested_100k_deep_is_refused_naming_the_limit(strict):
+    tp = TokenPilot(Config(strict=strict), lifecycle=False)
+    ok = [{"role": "user", "content": "hi"}]
+    tp.prepare(ok, session_id="s")
+    deep = {
+        "role": "tool",
+        "tool_call_id": "c",
+        "content": [{"type": "text", "text": "x", "x": _nested(100_000)}],
+    }
+    with pytest.raises(MessageError) as err:
+        tp.prepare([*ok, {"role": "assistant", "content": "a"}, deep], session_id="s")
+    assert (
+        str(err.value) == "message 2: nested deeper than 64 levels of objects and arrays (limit max_depth=64)"
+    )
+    assert len(tp.session("s").entries) == 1  # refused before anything was ingested
+    with pytest.raises(MessageError, match=r"^message 0: nested deeper than 64 levels"):
+        tp.derive_session_id([deep])
+    tools = [{"type": "function", "function": {"name": "t", "parameters": {"p": _nested(100)}}}]
+    with pytest.raises(MessageError, match=r"^messages: tools\[0\] is nested deeper than 64 levels"):
+        tp.prepare(ok, tools, session_id="s")
+
+
+def test_the_depth_limit_counts_levels_exactly():
+    msg = {"role": "user", "content": "x", "meta": _nested(63)}  # the message is level 1
+    assert TokenPilot(lifecycle=False).prepare([msg]).messages == [msg]
+    with pytest.raises(MessageError, match="limit max_depth=64"):
+        TokenPilot(lifecycle=False).prepare([{**msg, "meta": _nested(64)}])
+    with pytest.raises(MessageError, match=r"nested deeper than 5 levels .*\(limit max_depth=5\)"):
+        TokenPilot(Config(max_depth=5), lifecycle=False).prepare([{**msg, "meta": _nested(5)}])
+
+
+def test_a_cyclic_message_is_refused_as_too_deep():
+    msg: dict = {"role": "user", "content": "x"}
+    msg["self"] = msg
+    with pytest.raises(MessageError, match="nested deeper than 64 levels"):
+        TokenPilot(lifecycle=False).prepare([msg])
+
+
+def test_too_many_messages_are_refused_naming_the_limit():
+    tp = TokenPilot(Config(max_messages=10), lifecycle=False)
+    msgs = [{"role": "user", "content": f"m{i}"} for i in range(11)]
+    with pytest.raises(MessageError) as err:
+        tp.prepare(msgs)
+    assert str(err.value) == "messages: 11 messages are more than 10 (limit max_messages=10)"
+    assert tp.prepare(msgs[:10]).stats.messages_in == 10
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "text"),
+    [
+        ("max_depth", 3, "max_depth must be an integer of at least 4, got 3"),
+        ("max_depth", True, "max_depth must be an integer of at least 4, got True"),
+        ("max_messages", 0, "max_messages must be an integer of at least 1, got 0"),
+        ("max_messages", 1.5, "max_messages must be an integer of at least 1, got 1.5"),
+    ],
+)
+def test_limits_are_validated(field, value, text):
+    with pytest.raises(ConfigError, match=f"^{re.escape(text)}$"):
+        Config(**{field: value})
+    assert Config().max_depth == 64 and Config().max_messages == 100_000
+
+
+def test_fifty_thousand_ordinary_messages_prepare():
+    msgs: list[dict] = [{"role": "system", "content": "You are an agent."}]
+    for i in range(25_000):
+        msgs.append({"role": "user", "content": f"question {i}"})
+        msgs.append({"role": "assistant", "content": f"answer {i}"})
+    tp = TokenPilot(lifecycle=False)
+    first = tp.prepare(msgs[:50_001])
+    again = tp.prepare(msgs[:50_001])
+    assert first.stats.messages_in == 50_001 and again.messages == first.messages
+    assert again.stats.ingested == 0 and again.stats.prefix_break is None
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+_ROLES = (
+    st.sampled_from(["system", "developer", "user", "assistant", "tool", "function", "wizard", ""]) | _JSON
+)
+_CALL = st.fixed_dictionaries(
+    {"id": st.text(max_size=4), "type": st.just("function")},
+    optional={
+        "function": st.fixed_dictionaries({"name": st.text(max_size=6), "arguments": st.text(max_size=12)})
+    },
+)
+_MESSAGE = _JSON | st.fixed_dictionaries(
+    {"role": _ROLES},
+    optional={
+        "content": st.text(max_size=30) | _JSON,
+        "tool_calls": st.lists(_CALL | _JSON, max_size=2) | _JSON,
+        "tool_call_id": st.text(max_size=4) | _JSON,
+        "name": _JSON,
+    },
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_MESSAGE, max_size=6), st.lists(_MESSAGE, max_size=3), st.booleans())
+def test_prepare_never_raises_on_json_shaped_junk(first, more, strict):
+    tp = TokenPilot(Config(strict=strict), lifecycle=False)
+    for msgs in (first, first + more):
+        try:
+            p = tp.prepare(msgs, session_id="s")
+        except MessageError:
+            assert strict, "lenient mode must pass malformed messages through"
+            return
+        bad = [m for i, m in enumerate(msgs) if not _well_formed(m, i)]
+        assert not (strict and bad)
+        assert all(m in p.messages for m in bad)  # passed through untouched, not dropped
+        json.dumps(p.openai_request(model="m"))
+
+
+def _well_formed(msg, index) -> bool:
+    try:
+        check_message(msg, index)
+    except MessageError:
+        return False
+    return True
