@@ -75,13 +75,41 @@ class ArtifactStore:
         self._lock = threading.Lock()
 
     # -- keys ---------------------------------------------------------------
+    # SQLite keeps text keys as UTF-8, which a session id with a lone surrogate (valid
+    # JSON: "\ud800") does not encode to. Such an id is keyed by the hex of its
+    # surrogatepass bytes, under prefixes of its own ("a~:", "lease~:"), so it can
+    # never collide with a plain id, and plain ids keep the keys they always had.
     @staticmethod
-    def _key(session_id: str, artifact_id: str) -> str:
-        return f"a:{session_id}:{artifact_id}"
+    def _scope(session_id: str) -> tuple[str, str]:
+        """(key marker, session text in keys): ("", id) or ("~", hex of its bytes)."""
+        try:
+            session_id.encode("utf-8")
+        except UnicodeEncodeError:
+            return "~", to_bytes(session_id).hex()
+        return "", session_id
+
+    @classmethod
+    def _prefix(cls, session_id: str) -> str:
+        mark, text = cls._scope(session_id)
+        return f"a{mark}:{text}:"
+
+    @classmethod
+    def _key(cls, session_id: str, artifact_id: str) -> str:
+        return cls._prefix(session_id) + artifact_id
+
+    @classmethod
+    def _lease_key(cls, session_id: str) -> str:
+        mark, text = cls._scope(session_id)
+        return f"lease{mark}:{text}"
 
     @staticmethod
-    def _lease_key(session_id: str) -> str:
-        return f"lease:{session_id}"
+    def _lease_session(key: str) -> str | None:
+        """The session a lease key belongs to (None: not a lease key)."""
+        if key.startswith("lease:"):
+            return key[6:]
+        if key.startswith("lease~:"):
+            return from_bytes(bytes.fromhex(key[7:]))
+        return None
 
     # -- writes -------------------------------------------------------------
     def put(self, session_id: str, data: str | bytes) -> str:
@@ -124,7 +152,7 @@ class ArtifactStore:
         return self._key(session_id, artifact_id) in self._cache
 
     def artifact_ids(self, session_id: str) -> Iterator[str]:
-        prefix = f"a:{session_id}:"
+        prefix = self._prefix(session_id)
         for key in self._cache.iterkeys():
             if isinstance(key, str) and key.startswith(prefix):
                 yield key[len(prefix) :]
@@ -188,8 +216,9 @@ class ArtifactStore:
             now = time.time() if now is None else now
             leases: dict[str, float] = {}
             for key in self._cache.iterkeys():
-                if isinstance(key, str) and key.startswith("lease:"):
-                    leases[key[6:]] = float(self._cache.get(key) or 0.0)
+                session_id = self._lease_session(key) if isinstance(key, str) else None
+                if session_id is not None:
+                    leases[session_id] = float(self._cache.get(key) or 0.0)
             dead = sorted((t, s) for s, t in leases.items() if now - t > self.lease_s or t == 0.0)
             removed = 0
             for _, session_id in dead:

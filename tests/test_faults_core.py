@@ -16,6 +16,7 @@ from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.errors import ConfigError, MessageError
 from tokenpilot.messages import check_message
 from tokenpilot.recall_search import search_lines
+from tokenpilot.tokens import count_tokens
 
 LOG = "".join(f"line {i}: value {i * 7}\n" for i in range(1, 101))
 
@@ -363,3 +364,68 @@ def _well_formed(msg, index) -> bool:
     except MessageError:
         return False
     return True
+
+
+# ---------------------------------------------------------------------------
+# 4. lone surrogates: kept as given, stored exactly, keyed safely
+# ---------------------------------------------------------------------------
+def _call(cid: str, name: str, args: dict) -> dict:
+    fn = {"name": name, "arguments": json.dumps(args)}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": cid, "type": "function", "function": fn}],
+    }
+
+
+def test_a_session_with_lone_surrogates_prepares_stores_recalls_and_survives_export(tmp_path):
+    sid = "agent\udfff:main"
+    output = "".join(f"row {i} \ud800 payload {'z' * 60}\n" for i in range(1500))
+    msgs = [
+        {"role": "system", "content": "You are an agent \udfff."},
+        {"role": "user", "content": "list \ud800 things"},
+        _call("c1", "bash", {"cmd": "ls"}),
+        {"role": "tool", "tool_call_id": "c1", "content": output},
+    ]
+    tp = TokenPilot(store=ArtifactStore(tmp_path), lifecycle=False)
+    p = tp.prepare(msgs, session_id=sid)
+    assert p.stats.reduced == 1 and len(p.stats.artifacts) == 1
+    assert p.messages[1] == msgs[1]  # the agent's own text forwarded as given
+    (aid,) = p.stats.artifacts
+    assert aid in p.messages[-1]["content"]
+    back = tp.execute_recall({"artifact_id": aid}, session_id=sid)
+    assert back.endswith("\n" + output) and ArtifactStore(tmp_path).get(sid, aid) == output
+    assert tp.recall(aid, pattern="row 7 . payload", session_id=sid).text.startswith(
+        "8: row 7 \ud800 payload"
+    )
+    assert tp.derive_session_id(msgs) == tp.derive_session_id(json.loads(json.dumps(msgs)))
+
+    exported = json.dumps(tp.export_session(sid), ensure_ascii=True)
+    assert "\\udfff" in exported and "\\ud800" in exported
+    restored = TokenPilot(store=ArtifactStore(tmp_path), lifecycle=False)
+    restored.import_session(json.loads(exported))
+    later = [*msgs, {"role": "assistant", "content": "done \ud800"}, {"role": "user", "content": "and?"}]
+    expected = tp.prepare(later, session_id=sid)
+    got = restored.prepare(later, session_id=sid)
+    assert got.messages == expected.messages and got.stats.prefix_break is None
+    assert restored.execute_recall({"artifact_id": aid}, session_id=sid) == back
+
+
+def test_surrogate_session_ids_never_collide_with_plain_ones(tmp_path):
+    store = ArtifactStore(tmp_path)
+    weird, plain = "s\ud800", "~:" + ("s\ud800".encode("utf-8", "surrogatepass").hex())
+    a = store.put(weird, "one")
+    store.put(plain, "two")
+    assert store.get(weird, a) == "one" and not store.recall(plain, a).found
+    assert list(store.artifact_ids(weird)) == [a]
+    store.close_session(weird)
+    assert store.prune(now=10**12) == 0  # under the size limit: nothing to do
+    small = ArtifactStore(tmp_path, size_limit_bytes=1, lease_s=1)
+    small.open_session(plain)
+    assert small.prune() == 1 and not small.recall(weird, a).found  # the closed one, decoded from its key
+    assert list(small.artifact_ids(plain))
+
+
+def test_tokens_of_a_lone_surrogate_are_those_of_the_replacement_character():
+    assert count_tokens("a \ud800 b") == count_tokens("a \ufffd b")
+    assert count_tokens("\udfff" * 70_000) == count_tokens("\ufffd" * 70_000)  # the sampled path too
