@@ -155,7 +155,9 @@ class ArtifactStore:
         prefix = self._prefix(session_id)
         for key in self._cache.iterkeys():
             if isinstance(key, str) and key.startswith(prefix):
-                yield key[len(prefix) :]
+                aid = key[len(prefix) :]
+                if _ID_RE.match(aid):  # not "y:art_…" of a session named "<this id>:y"
+                    yield aid
 
     # -- recall (the model-facing read) -------------------------------------
     def recall(

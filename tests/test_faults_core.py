@@ -426,6 +426,16 @@ def test_surrogate_session_ids_never_collide_with_plain_ones(tmp_path):
     assert list(small.artifact_ids(plain))
 
 
+def test_a_session_named_like_a_prefix_of_another_does_not_see_or_prune_its_artifacts(tmp_path):
+    store = ArtifactStore(tmp_path, size_limit_bytes=1, lease_s=3600)
+    store.open_session("agent:main:sub")
+    live = store.put("agent:main:sub", "x" * 1000)
+    store.put("agent:main", "y" * 1000)
+    assert len(list(store.artifact_ids("agent:main"))) == 1
+    store.close_session("agent:main")
+    assert store.prune() == 1 and store.get("agent:main:sub", live) == "x" * 1000
+
+
 def test_tokens_of_a_lone_surrogate_are_those_of_the_replacement_character():
     assert count_tokens("a \ud800 b") == count_tokens("a \ufffd b")
     assert count_tokens("\udfff" * 70_000) == count_tokens("\ufffd" * 70_000)  # the sampled path too
