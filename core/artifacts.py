@@ -14,17 +14,19 @@ references is never dropped.
 from __future__ import annotations
 
 import re
+import sqlite3
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import diskcache
 
 from ._canonical import ARTIFACT_PREFIX, artifact_id_for, from_bytes, to_bytes
-from .errors import ArtifactNotFound
+from .errors import ArtifactNotFound, StoreError
 from .recall_search import SEARCH_BUDGET_S, search_lines
 
 _ID_RE = re.compile(r"^" + ARTIFACT_PREFIX + r"[0-9a-f]{8,64}$")
@@ -113,20 +115,27 @@ class ArtifactStore:
 
     # -- writes -------------------------------------------------------------
     def put(self, session_id: str, data: str | bytes) -> str:
-        """Store `data` for the session; return its content-derived artifact id."""
+        """Store `data` for the session; return its content-derived artifact id.
+
+        Raises `OSError` (a `StoreError` for database failures) when the store cannot
+        keep it, e.g. on a full disk; then nothing may refer to that id.
+        """
         raw = to_bytes(data) if isinstance(data, str) else bytes(data)
         aid = artifact_id_for(raw)
-        self._cache.add(self._key(session_id, aid), raw)
-        self._touch(session_id)
+        with _failures("write"):
+            self._cache.add(self._key(session_id, aid), raw)
+            self._touch(session_id)
         return aid
 
     def open_session(self, session_id: str) -> None:
         """Mark a session live: `prune` will not drop its artifacts while the lease holds."""
-        self._touch(session_id, force=True)
+        with _failures("write"):
+            self._touch(session_id, force=True)
 
     def close_session(self, session_id: str) -> None:
         """The session ended: its artifacts may be pruned when space is needed."""
-        self._cache.set(self._lease_key(session_id), 0.0)
+        with _failures("write"):
+            self._cache.set(self._lease_key(session_id), 0.0)
 
     def _touch(self, session_id: str, force: bool = False) -> None:
         now = time.time()
@@ -139,7 +148,8 @@ class ArtifactStore:
     def get_bytes(self, session_id: str, artifact_id: str) -> bytes:
         if not isinstance(artifact_id, str) or not _ID_RE.match(artifact_id.strip()):
             raise ArtifactNotFound(str(artifact_id), session_id)
-        raw = self._cache.get(self._key(session_id, artifact_id.strip()))
+        with _failures("read"):
+            raw = self._cache.get(self._key(session_id, artifact_id.strip()))
         if raw is None:
             raise ArtifactNotFound(artifact_id, session_id)
         return raw
@@ -257,6 +267,20 @@ def _search(aid: str, lines: list[str], pattern: str, bounds: tuple[int, int]) -
             "or a simpler pattern"
         )
     return RecallResult(aid, found.text, True, total, note=f"[tokenpilot: {what}]")
+
+
+@contextmanager
+def _failures(action: str) -> Iterator[None]:
+    """Database failures as `StoreError` (an OSError); file errors pass as they are."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        name = f"sqlite3.{type(exc).__name__}"
+        raise StoreError(f"artifact store {action} failed: {exc} ({name})", str(exc) or name) from exc
+    except diskcache.Timeout as exc:
+        raise StoreError(
+            f"artifact store {action} failed: the database stayed locked", "database locked"
+        ) from exc
 
 
 def _line_count(text: str) -> int:

@@ -41,6 +41,7 @@ from .passes.truncate import tool_family
 from .recall_args import recall_arguments
 from .stabilize import RECALL_TOOL_NAME, Stabilized, merge_tools, stabilize_text, tool_name, values_block
 from .tokens import count_tokens
+from .unstored import store_reason, unstored_form
 
 log = logging.getLogger("tokenpilot")
 
@@ -69,6 +70,10 @@ class PrepareStats:
     artifacts: tuple[str, ...] = ()
     malformed: int = 0
     warnings: tuple[str, ...] = ()
+    unstored: int = 0
+    """Messages of the history whose originals the store could not keep (a full disk):
+    sent unreduced (tool outputs cut to `hard_limit_chars`, not recallable) and
+    retried at every call until the store works again."""
 
     @property
     def saved_tokens(self) -> int:
@@ -122,6 +127,7 @@ class _Entry:
     effect: tuple[str, str, str, str] | None = None  # (aid, tool, call key, source) for state replays
     call_infos: tuple[tuple[str, ToolCallInfo], ...] = ()
     live: bool = True  # False after an import: match by hash once, then by value
+    unstored: str | None = None  # the original the store refused ("" after an import): retry
 
 
 @dataclass(slots=True)
@@ -295,7 +301,10 @@ class TokenPilot:
                     s.lifecycle = self.lifecycle_factory(
                         session_id, lambda text: self.store.put(session_id, text)
                     )
-                self.store.open_session(session_id)
+                try:
+                    self.store.open_session(session_id)
+                except OSError as exc:  # a full disk must not refuse the conversation
+                    log.warning("tokenpilot: could not open a lease for session %r: %s", session_id, exc)
                 self._sessions[session_id] = s
             return s
 
@@ -375,6 +384,8 @@ class TokenPilot:
         rewritten = n < len(s.entries)
         if rewritten:
             self._truncate(s, n)
+        store_errors: list[OSError] = []
+        n, before = self._retry_unstored(s, n, store_errors)
         stored: list[str] = []
         reduced = 0
         for i in range(n, len(history)):
@@ -390,10 +401,18 @@ class TokenPilot:
                 continue
             if cfg.recall_tool_from == "auto" and not s.recallable and msg.get("tool_calls"):
                 s.recallable = _bulky(msg["tool_calls"])  # known from the calls when the tool list is not
-            entry = self._ingest(s, msg, stored)
+            entry = self._ingest(s, msg, stored, store_errors)
             if entry.artifact_id:
                 reduced += 1
             s.entries.append(entry)
+        self._keep_unchanged(s, n, before)
+        unstored = sum(1 for e in s.entries if e.unstored is not None)
+        if store_errors:
+            warnings.append(
+                f"artifact store write failed ({store_errors[0]}): {unstored} message(s) sent without "
+                f"reduction, tool outputs over {cfg.hard_limit_chars:,} chars cut with no recall handle; "
+                "retried at the next call"
+            )
 
         rendered, keys, evicted = self._render_history(s, history)
         # Tools after ingestion: `recall_artifact` may join on the first call with an artifact.
@@ -414,7 +433,7 @@ class TokenPilot:
         keys = [s.system.version, s.tools_version, *keys]
         cause = None
         if s.last_keys and keys[: len(s.last_keys)] != s.last_keys:
-            cause = self._break_cause(s, keys, rewritten)
+            cause = self._break_cause(s, keys, rewritten, recovered=bool(before))
             s.prefix_breaks += 1
         s.last_keys = keys
         s.last_plan_version = s.plan_version
@@ -443,6 +462,7 @@ class TokenPilot:
             artifacts=tuple(stored),
             malformed=malformed,
             warnings=tuple(warnings),
+            unstored=unstored,
         )
         return Prepared(out, [dict(t) for t in s.tools], stats, s.id, tail_start)
 
@@ -476,10 +496,11 @@ class TokenPilot:
             break
         return n
 
-    def _truncate(self, s: Session, n: int) -> None:
+    def _truncate(self, s: Session, n: int, *, keep_updates: bool = False) -> None:
         """The caller rewrote history from message n: forget later entries, rebuild state."""
         s.entries = s.entries[:n]
-        s.updates = [(pos, m) for pos, m in s.updates if pos <= n]
+        if not keep_updates:
+            s.updates = [(pos, m) for pos, m in s.updates if pos <= n]
         recalls = s.state.recall_counts
         s.state = IngestState(recall_counts=recalls)
         s.calls = {}
@@ -494,6 +515,35 @@ class TokenPilot:
                     s.state.window.append((call_key, aid))
                     while len(s.state.window) > self.config.call_window:
                         s.state.window.popleft()
+
+    def _retry_unstored(self, s: Session, n: int, errors: list[OSError]) -> tuple[int, list[_Entry]]:
+        """Where ingestion resumes, and the entries it replaces: from the first message the
+        store refused, once the store takes that original now.
+
+        Later messages are ingested again too, in order, so the session's state is what
+        a clean ingestion gives. While the store still refuses, nothing is redone.
+        """
+        first = next((i for i in range(n) if s.entries[i].unstored is not None), None)
+        if first is None:
+            return n, []
+        probe = s.entries[first].unstored
+        if probe:
+            try:
+                self.store.put(s.id, probe)
+            except OSError as exc:
+                errors.append(exc)
+                return n, []
+        before = s.entries[first:n]
+        self._truncate(s, first, keep_updates=True)  # same messages again: update notes stay
+        return first, before
+
+    @staticmethod
+    def _keep_unchanged(s: Session, start: int, before: list[_Entry]) -> None:
+        """Re-ingested messages whose frozen form did not change keep the same object, so
+        their render keys do not change and no prefix break is counted for them."""
+        for old, new in zip(before, s.entries[start:]):
+            if new.frozen == old.frozen:
+                new.frozen = old.frozen
 
     def _passthrough_entry(self, msg: Any) -> _Entry:
         if isinstance(msg, Mapping):
@@ -510,8 +560,11 @@ class TokenPilot:
             )
         return _Entry(None, None, None, None, "", None, msg, 0, 0)
 
-    def _ingest(self, s: Session, msg: Mapping[str, Any], stored: list[str]) -> _Entry:
-        put = self._putter(s, stored)
+    def _ingest(
+        self, s: Session, msg: Mapping[str, Any], stored: list[str], store_errors: list[OSError]
+    ) -> _Entry:
+        refused: list[str] = []
+        put = self._putter(s, stored, refused)
         role = msg.get("role")
         effect = None
         call_infos: tuple[tuple[str, ToolCallInfo], ...] = ()
@@ -540,9 +593,14 @@ class TokenPilot:
                 result = ingest_user(msg, pipeline=self.pipeline, put=put)
             else:
                 result = Ingested(dict(msg))
-        except Exception as exc:  # never lose the agent's turn to a bug in a pass
-            log.warning("tokenpilot: ingestion failed for a %s message, kept as is: %s", role, exc)
-            result = Ingested(dict(msg))
+        except Exception as exc:
+            if refused and isinstance(exc, OSError):  # no original: nothing may point at one
+                store_errors.append(exc)
+                cut = unstored_form(msg, self.config.hard_limit_chars, store_reason(exc))
+                result = Ingested(cut)
+            else:  # never lose the agent's turn to a bug in a pass
+                log.warning("tokenpilot: ingestion failed for a %s message, kept as is: %s", role, exc)
+                result = Ingested(dict(msg))
         frozen = result.message
         tokens = _msg_tokens(frozen)
         return _Entry(
@@ -553,16 +611,21 @@ class TokenPilot:
             _raw_hash(msg),
             _ids(msg),
             frozen,
-            _msg_tokens(msg) if result.artifact_id else tokens,
+            _msg_tokens(msg) if result.artifact_id or refused else tokens,
             tokens,
             result.artifact_id,
             effect,
             call_infos,
+            unstored=refused[0] if refused else None,
         )
 
-    def _putter(self, s: Session, stored: list[str]) -> Callable[[str], str]:
+    def _putter(self, s: Session, stored: list[str], refused: list[str]) -> Callable[[str], str]:
         def put(text: str) -> str:
-            aid = self.store.put(s.id, text)
+            try:
+                aid = self.store.put(s.id, text)
+            except OSError:
+                refused.append(text)
+                raise
             stored.append(aid)
             return aid
 
@@ -614,7 +677,7 @@ class TokenPilot:
             keys.append(id(m))
         return out, keys, drop
 
-    def _break_cause(self, s: Session, keys: list[int], rewritten: bool) -> str:
+    def _break_cause(self, s: Session, keys: list[int], rewritten: bool, *, recovered: bool = False) -> str:
         prev = s.last_keys
         if prev[0] != keys[0]:
             return "system prompt changed"
@@ -622,6 +685,8 @@ class TokenPilot:
             return "tools changed"
         if rewritten:
             return "history rewritten by the caller"
+        if recovered:
+            return "store_recovered"  # a message sent unreduced while the store failed, now reduced
         if s.plan_version != s.last_plan_version:
             return "eviction"
         return "tool-call ids changed"
@@ -816,6 +881,7 @@ class TokenPilot:
                         "artifact_id": e.artifact_id,
                         "effect": list(e.effect) if e.effect else None,
                         "call_infos": [[cid, i.name, i.arguments] for cid, i in e.call_infos],
+                        "unstored": e.unstored is not None,
                     }
                     for e in s.entries
                 ],
@@ -860,6 +926,7 @@ class TokenPilot:
                         tuple(d["effect"]) if d.get("effect") else None,
                         infos,
                         live=False,
+                        unstored="" if d.get("unstored") else None,
                     )
                 )
                 for cid, info in infos:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import re
+import sqlite3
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,10 +14,11 @@ from hypothesis import strategies as st
 
 from tokenpilot import Config, TokenPilot, recall_search
 from tokenpilot.artifacts import ArtifactStore
-from tokenpilot.errors import ConfigError, MessageError
+from tokenpilot.errors import ConfigError, MessageError, StoreError
 from tokenpilot.messages import check_message
 from tokenpilot.recall_search import search_lines
 from tokenpilot.tokens import count_tokens
+from tokenpilot.unstored import cut_to_limit, unstored_form
 
 LOG = "".join(f"line {i}: value {i * 7}\n" for i in range(1, 101))
 
@@ -439,3 +441,140 @@ def test_a_session_named_like_a_prefix_of_another_does_not_see_or_prune_its_arti
 def test_tokens_of_a_lone_surrogate_are_those_of_the_replacement_character():
     assert count_tokens("a \ud800 b") == count_tokens("a \ufffd b")
     assert count_tokens("\udfff" * 70_000) == count_tokens("\ufffd" * 70_000)  # the sampled path too
+
+
+# ---------------------------------------------------------------------------
+# 5. a full disk: the hard limit holds, nothing unreduced is frozen, nothing is lost
+# ---------------------------------------------------------------------------
+class FullDisk(ArtifactStore):
+    """A store whose writes fail with ENOSPC until `full` is set to False."""
+
+    full = True
+
+    def put(self, session_id, data):
+        if self.full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().put(session_id, data)
+
+
+def _build_session() -> list[dict]:
+    big = "".join(f"{i:07d} compiler output line with some details here\n" for i in range(8_940))[:446_890]
+    return [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "build it"},
+        _call("c1", "bash", {"cmd": "make"}),
+        {"role": "tool", "tool_call_id": "c1", "content": big},
+        _call("c2", "bash", {"cmd": "make test"}),
+        {"role": "tool", "tool_call_id": "c2", "content": "".join(f"test {i} ok\n" for i in range(4000))},
+        {"role": "assistant", "content": "Built; tests pass."},
+        {"role": "user", "content": "thanks"},
+    ]
+
+
+NO_SPACE = "artifact store write failed ([Errno 28] No space left on device)"
+
+
+def test_a_full_disk_cuts_to_the_hard_limit_without_a_recall_handle():
+    msgs = _build_session()
+    tp = TokenPilot(store=FullDisk(), lifecycle=False)
+    p = tp.prepare(msgs[:4], session_id="s")
+    out = p.messages[-1]["content"]
+    assert len(msgs[3]["content"]) == 446_890 and len(out) == 200_000 == tp.config.hard_limit_chars
+    assert "art_" not in out and p.stats.artifacts == () and p.stats.reduced == 0
+    assert (
+        "\n[tokenpilot: 247,072 of 446,890 chars cut here to stay under the 200,000-char limit; the original "
+        "could not be stored (No space left on device), so the cut part cannot be recalled]\n"
+    ) in out
+    assert out.startswith(msgs[3]["content"][:100_000]) and out.endswith(msgs[3]["content"][-70_000:])
+    assert p.messages[:3] == msgs[:3]  # nothing else touched
+    assert p.stats.unstored == 1
+    assert p.stats.warnings == (
+        f"{NO_SPACE}: 1 message(s) sent without reduction, tool outputs over 200,000 chars cut with no "
+        "recall handle; retried at the next call",
+    )
+
+
+def test_after_the_disk_frees_up_the_unstored_message_is_reduced_and_stored():
+    msgs = _build_session()
+    store = FullDisk()
+    tp = TokenPilot(store=store, lifecycle=False)
+    first = tp.prepare(msgs[:6], session_id="s")
+    assert first.stats.unstored == 2  # both outputs needed the store
+    still = tp.prepare(msgs[:7], session_id="s")  # still full: same rendering, no break
+    assert still.messages[: len(first.messages)] == first.messages
+    assert still.stats.prefix_break is None and still.stats.unstored == 2
+    assert still.stats.warnings and still.stats.warnings[0].startswith(NO_SPACE)
+
+    store.full = False
+    back = tp.prepare(msgs, session_id="s")
+    assert back.stats.prefix_break == "store_recovered" and back.stats.prefix_breaks == 1
+    assert back.stats.unstored == 0 and back.stats.warnings == () and back.stats.reduced == 2
+    clean = TokenPilot(store=ArtifactStore(), lifecycle=False).prepare(msgs, session_id="s")
+    assert back.messages == clean.messages  # as if the disk had never been full
+    for aid in back.stats.artifacts:
+        assert aid in "".join(str(m.get("content")) for m in back.messages)
+    originals = {tp.recall(aid, session_id="s").text for aid in back.stats.artifacts}
+    assert originals == {msgs[3]["content"], msgs[5]["content"]}  # byte-exact
+    again = tp.prepare(msgs, session_id="s")
+    assert again.stats.prefix_break is None and again.stats.ingested == 0
+
+
+def test_an_unstored_message_survives_export_and_is_retried_after_import():
+    msgs = _build_session()[:4]
+    tp = TokenPilot(store=FullDisk(), lifecycle=False)
+    tp.prepare(msgs, session_id="s")
+    data = json.loads(json.dumps(tp.export_session("s")))
+    working = ArtifactStore()
+    restored = TokenPilot(store=working, lifecycle=False)
+    restored.import_session(data)
+    p = restored.prepare(msgs, session_id="s")
+    assert p.stats.unstored == 0 and p.stats.reduced == 1 and p.stats.prefix_break is None
+    (aid,) = p.stats.artifacts
+    assert working.get("s", aid) == msgs[3]["content"]
+
+
+def test_a_database_failure_is_an_oserror_with_its_cause(monkeypatch):
+    store = ArtifactStore()
+
+    def full(*_a, **_k):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store._cache, "add", full)
+    with pytest.raises(StoreError) as err:
+        store.put("s", "x")
+    assert isinstance(err.value, OSError) and err.value.strerror == "database or disk is full"
+    assert (
+        str(err.value) == "artifact store write failed: database or disk is full (sqlite3.OperationalError)"
+    )
+    tp = TokenPilot(store=store, lifecycle=False)
+    p = tp.prepare(_build_session()[:4], session_id="s")
+    assert "could not be stored (database or disk is full)" in p.messages[-1]["content"]
+    assert p.stats.warnings[0].startswith(
+        "artifact store write failed (artifact store write failed: database"
+    )
+
+
+def test_a_store_that_cannot_open_a_lease_does_not_refuse_the_session(monkeypatch):
+    store = FullDisk()
+    monkeypatch.setattr(store, "open_session", lambda sid: FullDisk.put(store, sid, ""))
+    p = TokenPilot(store=store, lifecycle=False).prepare([{"role": "user", "content": "hi"}])
+    assert p.messages == [{"role": "user", "content": "hi"}]
+
+
+def test_the_cut_keeps_every_part_within_the_limit_and_leaves_short_text_alone():
+    reason = "No space left on device"
+    assert cut_to_limit("short", 10, reason) == "short"
+    for n in (1001, 5000, 123_457):
+        cut = cut_to_limit("x" * n, 1000, reason)
+        omitted = int(re.search(r"\[tokenpilot: ([\d,]+) of", cut).group(1).replace(",", ""))
+        assert 990 <= len(cut) <= 1000 and cut.count("x") == n - omitted
+    parts = [
+        {"type": "text", "text": "a" * 800},
+        {"type": "image_url", "image_url": {"url": "u"}},
+        {"type": "text", "text": "b" * 800},
+    ]
+    msg = unstored_form({"role": "tool", "tool_call_id": "c", "content": parts}, 1000, reason)
+    texts = [p["text"] for p in msg["content"] if p["type"] == "text"]
+    assert texts[0] == "a" * 800 and len(texts[1]) == 200 and msg["content"][1] == parts[1]
+    user = {"role": "user", "content": "u" * 5000}
+    assert unstored_form(user, 1000, reason) == user  # only tool output is ever cut
