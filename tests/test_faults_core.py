@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import multiprocessing as mp
 import re
 import sqlite3
 
@@ -578,3 +579,56 @@ def test_the_cut_keeps_every_part_within_the_limit_and_leaves_short_text_alone()
     assert texts[0] == "a" * 800 and len(texts[1]) == 200 and msg["content"][1] == parts[1]
     user = {"role": "user", "content": "u" * 5000}
     assert unstored_form(user, 1000, reason) == user  # only tool output is ever cut
+
+
+# ---------------------------------------------------------------------------
+# 6. eight processes writing one store
+# ---------------------------------------------------------------------------
+def _payload(worker: int, i: int) -> str:
+    """Shared content (every worker writes it), unique content, and values big enough
+    that diskcache keeps them as files rather than in SQLite."""
+    if i % 3 == 0:
+        return f"shared payload {i}\n" * 200
+    size = 40_000 if i % 3 == 1 else 300
+    return (f"worker {worker} item {i} \ud800 é " * (size // 20 + 1))[:size]
+
+
+def _store_worker(path: str, worker: int, n: int, start, out) -> None:
+    start.wait(timeout=120)  # all processes hit the fresh directory at once
+    store = ArtifactStore(path, size_limit_bytes=1 if worker == 0 else 4 * 2**30)
+    store.open_session(f"w{worker}")
+    written, seen = {}, 0
+    for i in range(n):
+        text = _payload(worker, i)
+        session = "shared" if i % 3 == 0 else f"w{worker}"
+        aid = store.put(session, text)
+        assert store.get(session, aid) == text
+        written[f"{session}|{aid}"] = i
+        if worker == 0:  # over its limit at once: prunes while the others write, live sessions only
+            store.prune()
+        for other in store.artifact_ids("shared"):  # read what the others wrote meanwhile
+            seen += bool(store.get_bytes("shared", other))
+    out.put((worker, written, seen))
+
+
+def test_eight_processes_write_and_read_one_store(tmp_path):
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    n = 30
+    procs = [ctx.Process(target=_store_worker, args=(str(tmp_path), w, n, start, out)) for w in range(8)]
+    for p in procs:
+        p.start()
+    start.set()
+    results = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert [p.exitcode for p in procs] == [0] * 8
+    fresh = ArtifactStore(tmp_path)
+    for worker, written, seen in results:
+        assert len(written) == n and seen > 0
+        for key, i in written.items():
+            session, aid = key.split("|")
+            assert fresh.get(session, aid) == _payload(worker, i)
+    assert len(set(fresh.artifact_ids("shared"))) == n // 3  # one copy per content, whoever wrote it
+    for w in range(8):
+        assert len(set(fresh.artifact_ids(f"w{w}"))) == n - n // 3
