@@ -8,7 +8,7 @@ client.chat.completions.create(model=..., **prepared.openai_request())
 
 from .artifacts import ArtifactStore, RecallResult
 from .config import Config
-from .errors import ArtifactNotFound, ConfigError, MessageError, TokenPilotError
+from .errors import ArtifactNotFound, ConfigError, MessageError, StoreError, TokenPilotError
 from .pilot import Prepared, PrepareStats, TokenPilot
 from .stabilize import RECALL_TOOL, RECALL_TOOL_NAME, VolatilePattern
 
@@ -25,6 +25,7 @@ __all__ = [
     "PrepareStats",
     "Prepared",
     "RecallResult",
+    "StoreError",
     "TokenPilot",
     "TokenPilotError",
     "VolatilePattern",

@@ -2,6 +2,15 @@
 
 Everything model-visible that TokenPilot derives from content is keyed by these
 helpers, so that the same input always gives the same bytes (invariant I2).
+
+Lone surrogates ("\ud800" is valid JSON, and Python keeps it as one code point) follow
+one rule: the core keeps text as it was given, so the agent's text is forwarded
+unchanged, and it is only ever *encoded* with `surrogatepass`. Hashes, artifact
+ids and stored originals therefore cover the exact code points, and a recall gives
+back the exact string. Where a consumer cannot take a surrogate, it sees U+FFFD in
+its place, one character for one: token counts (tiktoken's own fallback), regex
+matching in `recall_search`. Store keys are the exception that cannot be replaced
+(two ids must not merge): `ArtifactStore` keys such a session id by its hex bytes.
 """
 
 from __future__ import annotations

@@ -14,17 +14,20 @@ references is never dropped.
 from __future__ import annotations
 
 import re
+import sqlite3
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import diskcache
 
 from ._canonical import ARTIFACT_PREFIX, artifact_id_for, from_bytes, to_bytes
-from .errors import ArtifactNotFound
+from .errors import ArtifactNotFound, StoreError
+from .recall_search import SEARCH_BUDGET_S, search_lines
 
 _ID_RE = re.compile(r"^" + ARTIFACT_PREFIX + r"[0-9a-f]{8,64}$")
 _MAX_PATTERN_CHARS = 1000
@@ -74,30 +77,65 @@ class ArtifactStore:
         self._lock = threading.Lock()
 
     # -- keys ---------------------------------------------------------------
+    # SQLite keeps text keys as UTF-8, which a session id with a lone surrogate (valid
+    # JSON: "\ud800") does not encode to. Such an id is keyed by the hex of its
+    # surrogatepass bytes, under prefixes of its own ("a~:", "lease~:"), so it can
+    # never collide with a plain id, and plain ids keep the keys they always had.
     @staticmethod
-    def _key(session_id: str, artifact_id: str) -> str:
-        return f"a:{session_id}:{artifact_id}"
+    def _scope(session_id: str) -> tuple[str, str]:
+        """(key marker, session text in keys): ("", id) or ("~", hex of its bytes)."""
+        try:
+            session_id.encode("utf-8")
+        except UnicodeEncodeError:
+            return "~", to_bytes(session_id).hex()
+        return "", session_id
+
+    @classmethod
+    def _prefix(cls, session_id: str) -> str:
+        mark, text = cls._scope(session_id)
+        return f"a{mark}:{text}:"
+
+    @classmethod
+    def _key(cls, session_id: str, artifact_id: str) -> str:
+        return cls._prefix(session_id) + artifact_id
+
+    @classmethod
+    def _lease_key(cls, session_id: str) -> str:
+        mark, text = cls._scope(session_id)
+        return f"lease{mark}:{text}"
 
     @staticmethod
-    def _lease_key(session_id: str) -> str:
-        return f"lease:{session_id}"
+    def _lease_session(key: str) -> str | None:
+        """The session a lease key belongs to (None: not a lease key)."""
+        if key.startswith("lease:"):
+            return key[6:]
+        if key.startswith("lease~:"):
+            return from_bytes(bytes.fromhex(key[7:]))
+        return None
 
     # -- writes -------------------------------------------------------------
     def put(self, session_id: str, data: str | bytes) -> str:
-        """Store `data` for the session; return its content-derived artifact id."""
+        """Store `data` for the session; return its content-derived artifact id.
+
+        Raises `OSError` (a `StoreError` for database failures) when the store cannot
+        keep it, e.g. on a full disk; then nothing may refer to that id.
+        """
         raw = to_bytes(data) if isinstance(data, str) else bytes(data)
         aid = artifact_id_for(raw)
-        self._cache.add(self._key(session_id, aid), raw)
-        self._touch(session_id)
+        with _failures("write"):
+            self._cache.add(self._key(session_id, aid), raw)
+            self._touch(session_id)
         return aid
 
     def open_session(self, session_id: str) -> None:
         """Mark a session live: `prune` will not drop its artifacts while the lease holds."""
-        self._touch(session_id, force=True)
+        with _failures("write"):
+            self._touch(session_id, force=True)
 
     def close_session(self, session_id: str) -> None:
         """The session ended: its artifacts may be pruned when space is needed."""
-        self._cache.set(self._lease_key(session_id), 0.0)
+        with _failures("write"):
+            self._cache.set(self._lease_key(session_id), 0.0)
 
     def _touch(self, session_id: str, force: bool = False) -> None:
         now = time.time()
@@ -110,7 +148,8 @@ class ArtifactStore:
     def get_bytes(self, session_id: str, artifact_id: str) -> bytes:
         if not isinstance(artifact_id, str) or not _ID_RE.match(artifact_id.strip()):
             raise ArtifactNotFound(str(artifact_id), session_id)
-        raw = self._cache.get(self._key(session_id, artifact_id.strip()))
+        with _failures("read"):
+            raw = self._cache.get(self._key(session_id, artifact_id.strip()))
         if raw is None:
             raise ArtifactNotFound(artifact_id, session_id)
         return raw
@@ -123,10 +162,12 @@ class ArtifactStore:
         return self._key(session_id, artifact_id) in self._cache
 
     def artifact_ids(self, session_id: str) -> Iterator[str]:
-        prefix = f"a:{session_id}:"
+        prefix = self._prefix(session_id)
         for key in self._cache.iterkeys():
             if isinstance(key, str) and key.startswith(prefix):
-                yield key[len(prefix) :]
+                aid = key[len(prefix) :]
+                if _ID_RE.match(aid):  # not "y:art_…" of a session named "<this id>:y"
+                    yield aid
 
     # -- recall (the model-facing read) -------------------------------------
     def recall(
@@ -140,7 +181,8 @@ class ArtifactStore:
         """The whole original, a 1-based inclusive line range, or the lines matching a regex.
 
         Never raises for the model's mistakes: an unknown id or a bad pattern comes
-        back as a clear message the agent can act on.
+        back as a clear message the agent can act on. Patterns run in linear time
+        (RE2, see `recall_search`): a model-written pattern cannot hang the process.
         """
         aid = str(artifact_id).strip()
         try:
@@ -165,33 +207,7 @@ class ArtifactStore:
         if past is not None:
             return RecallResult(aid, "", True, total, note=past)
         if pattern:
-            if len(pattern) > _MAX_PATTERN_CHARS:
-                return RecallResult(aid, "", True, total, note="[tokenpilot: pattern too long]")
-            try:
-                rx = re.compile(pattern)
-            except re.error as exc:
-                return RecallResult(aid, "", True, total, note=f"[tokenpilot: invalid pattern: {exc}]")
-            lo, hi = _line_bounds(start_line, end_line, total)
-            picked: list[str] = []
-            matched = 0
-            for i in range(lo, hi):
-                line = lines[i]
-                if len(line) <= _LONG_LINE:
-                    if rx.search(line):
-                        matched += 1
-                        picked.append(f"{i + 1}: {line}")
-                    continue
-                # A long line (minified HTML or JSON): the text around each match, not the line.
-                hits = [m for _, m in zip(range(_MAX_SNIPPETS + 1), rx.finditer(line))]
-                if hits:
-                    matched += 1
-                    for m in hits[:_MAX_SNIPPETS]:
-                        a, b = max(m.start() - _CONTEXT, 0), min(m.end() + _CONTEXT, len(line))
-                        picked.append(f"{i + 1}[chars {a}-{b} of {len(line)}]: {line[a:b].rstrip()}\n")
-                    if len(hits) > _MAX_SNIPPETS:
-                        picked.append(f"{i + 1}: [more matches on this line; narrow the pattern]\n")
-            note = f"[tokenpilot: {matched} of {total} lines of {aid} match {pattern!r}]"
-            return RecallResult(aid, "".join(picked), True, total, note=note)
+            return _search(aid, lines, str(pattern), _line_bounds(start_line, end_line, total))
         lo, hi = _line_bounds(start_line, end_line, total)
         note = f"[tokenpilot: lines {lo + 1}-{hi} of {total} of {aid}]"
         return RecallResult(aid, "".join(lines[lo:hi]), True, total, note=note)
@@ -212,8 +228,9 @@ class ArtifactStore:
             now = time.time() if now is None else now
             leases: dict[str, float] = {}
             for key in self._cache.iterkeys():
-                if isinstance(key, str) and key.startswith("lease:"):
-                    leases[key[6:]] = float(self._cache.get(key) or 0.0)
+                session_id = self._lease_session(key) if isinstance(key, str) else None
+                if session_id is not None:
+                    leases[session_id] = float(self._cache.get(key) or 0.0)
             dead = sorted((t, s) for s, t in leases.items() if now - t > self.lease_s or t == 0.0)
             removed = 0
             for _, session_id in dead:
@@ -229,9 +246,41 @@ class ArtifactStore:
         self._cache.close()
 
 
-_LONG_LINE = 2000  # a matching line longer than this comes back as snippets around each match
-_CONTEXT = 200  # chars kept on each side of a match in a long line
-_MAX_SNIPPETS = 20
+def _search(aid: str, lines: list[str], pattern: str, bounds: tuple[int, int]) -> RecallResult:
+    """The lines matching `pattern` (see `recall_search`), with a note on how it was searched."""
+    total = len(lines)
+    if len(pattern) > _MAX_PATTERN_CHARS:
+        note = f"[tokenpilot: pattern too long ({len(pattern):,} chars; the limit is {_MAX_PATTERN_CHARS:,})]"
+        return RecallResult(aid, "", True, total, note=note)
+    found = search_lines(lines, pattern, *bounds)
+    if found.fallback:
+        what = (
+            f"{found.fallback}; searched for it as plain text instead: "
+            f"{found.matched} of {total} lines of {aid} contain {pattern!r}"
+        )
+    else:
+        what = f"{found.matched} of {total} lines of {aid} match {pattern!r}"
+    if found.stopped_at is not None:
+        what += (
+            f"; the search stopped at line {found.stopped_at + 1} after {SEARCH_BUDGET_S:g} s "
+            f"(this pattern is slow on this text): continue with start_line={found.stopped_at + 1} "
+            "or a simpler pattern"
+        )
+    return RecallResult(aid, found.text, True, total, note=f"[tokenpilot: {what}]")
+
+
+@contextmanager
+def _failures(action: str) -> Iterator[None]:
+    """Database failures as `StoreError` (an OSError); file errors pass as they are."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        name = f"sqlite3.{type(exc).__name__}"
+        raise StoreError(f"artifact store {action} failed: {exc} ({name})", str(exc) or name) from exc
+    except diskcache.Timeout as exc:
+        raise StoreError(
+            f"artifact store {action} failed: the database stayed locked", "database locked"
+        ) from exc
 
 
 def _line_count(text: str) -> int:

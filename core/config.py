@@ -138,6 +138,14 @@ class Config:
     strict: bool = False
     """Malformed messages raise `MessageError` (True) or pass through untouched and are
     counted in stats (False)."""
+    max_messages: int = 100_000
+    """`prepare` refuses a history longer than this with `MessageError`, in either mode:
+    long agent sessions reach a few thousand messages; far more is a runaway client."""
+    max_depth: int = 64
+    """`prepare` refuses a message (or tool definition) with more levels of nested objects
+    and arrays than this, in either mode: real messages need under 10 (a tool call's
+    `function` object is at level 4, the least allowed), and a deeper one would exhaust
+    the stack when hashed or serialised."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -159,6 +167,10 @@ class Config:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+        for name, least in (("max_messages", 1), ("max_depth", 4)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ConfigError(f"{name} must be an integer of at least {least}, got {value!r}")
         unknown = [p for p in self.passes if p not in PASS_ORDER]
         for prof in self.profiles.values():
             unknown += [p for p in prof if p not in PASS_ORDER]

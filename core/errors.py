@@ -31,3 +31,13 @@ class ArtifactNotFound(TokenPilotError, KeyError):
 
 class ConfigError(TokenPilotError, ValueError):
     """A configuration value is out of range or of the wrong type."""
+
+
+class StoreError(TokenPilotError, OSError):
+    """The artifact store could not be written or read: a full disk, a locked or broken
+    database. An `OSError`, like the file errors the store raises as they are, so one
+    `except OSError` covers every store failure; `strerror` is the cause alone."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.strerror = reason

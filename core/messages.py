@@ -38,7 +38,7 @@ def check_message(msg: Any, index: int | None = None) -> None:
         for j, part in enumerate(content):
             if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
                 raise MessageError(index, f"content part {j} must be an object with a string 'type'")
-    if role == "assistant" and msg.get("tool_calls") is not None:
+    if msg.get("tool_calls") is not None:  # any role: an unknown one is read the same way
         calls = msg["tool_calls"]
         if not isinstance(calls, list):
             raise MessageError(index, "'tool_calls' must be a list")

@@ -35,10 +35,13 @@ from .ingest import (
     ingest_user,
 )
 from .lifecycle import Lifecycle, LifecycleConfig
+from .limits import check_count, check_depth, nesting_exceeds
 from .messages import check_message, check_tools, content_text, to_anthropic
 from .passes.truncate import tool_family
+from .recall_args import recall_arguments
 from .stabilize import RECALL_TOOL_NAME, Stabilized, merge_tools, stabilize_text, tool_name, values_block
 from .tokens import count_tokens
+from .unstored import store_reason, unstored_form
 
 log = logging.getLogger("tokenpilot")
 
@@ -67,6 +70,10 @@ class PrepareStats:
     artifacts: tuple[str, ...] = ()
     malformed: int = 0
     warnings: tuple[str, ...] = ()
+    unstored: int = 0
+    """Messages of the history whose originals the store could not keep (a full disk):
+    sent unreduced (tool outputs cut to `hard_limit_chars`, not recallable) and
+    retried at every call until the store works again."""
 
     @property
     def saved_tokens(self) -> int:
@@ -120,6 +127,7 @@ class _Entry:
     effect: tuple[str, str, str, str] | None = None  # (aid, tool, call key, source) for state replays
     call_infos: tuple[tuple[str, ToolCallInfo], ...] = ()
     live: bool = True  # False after an import: match by hash once, then by value
+    unstored: str | None = None  # the original the store refused ("" after an import): retry
     key: str = ""  # digest of `frozen`, the render key that survives a restart (filled lazily)
 
 
@@ -164,22 +172,47 @@ def _bulky(tools: Any) -> bool:
     return any(isinstance(t, Mapping) and tool_family(tool_name(t)) in BULKY_TOOL_FAMILIES for t in items)
 
 
-def _sig_calls(msg: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None:
+def _sig_calls(msg: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """(name, arguments) of each tool call, to recognise the message again; a malformed
+    `tool_calls` (lenient mode passes it through) is kept as it is, for comparison."""
     calls = msg.get("tool_calls")
     if not calls:
         return None
+    if not isinstance(calls, list | tuple):
+        return (("?", calls),)
     out = []
     for c in calls:
-        fn = c.get("function") or {}
-        out.append((fn.get("name"), fn.get("arguments")))
+        fn = c.get("function") if isinstance(c, Mapping) else None
+        out.append((fn.get("name"), fn.get("arguments")) if isinstance(fn, Mapping) else ("?", c))
     return tuple(out)
 
 
 def _ids(msg: Mapping[str, Any]) -> Any:
+    """The tool-call id(s) a message carries: a string, a tuple (None where one is not a
+    string), or None. Always hashable: render keys are built from them."""
     if msg.get("role") == "tool":
-        return msg.get("tool_call_id")
+        tid = msg.get("tool_call_id")
+        return tid if isinstance(tid, str) else None
     calls = msg.get("tool_calls")
-    return tuple(c.get("id") for c in calls) if calls else None
+    if not calls or not isinstance(calls, list | tuple):
+        return None
+    return tuple(
+        c.get("id") if isinstance(c, Mapping) and isinstance(c.get("id"), str) else None for c in calls
+    )
+
+
+def _usable_ids(ids: Any, frozen: Mapping[str, Any]) -> bool:
+    """Can these ids replace the frozen message's own? Only valid ones, one per call."""
+    if frozen.get("role") == "tool":
+        return isinstance(ids, str)
+    calls = frozen.get("tool_calls")
+    return (
+        isinstance(ids, tuple)
+        and isinstance(calls, list | tuple)
+        and len(ids) == len(calls)
+        and all(isinstance(i, str) for i in ids)
+        and all(isinstance(c, Mapping) for c in calls)
+    )
 
 
 def _raw_hash(msg: Mapping[str, Any]) -> str:
@@ -269,7 +302,10 @@ class TokenPilot:
                     s.lifecycle = self.lifecycle_factory(
                         session_id, lambda text: self.store.put(session_id, text)
                     )
-                self.store.open_session(session_id)
+                try:
+                    self.store.open_session(session_id)
+                except OSError as exc:  # a full disk must not refuse the conversation
+                    log.warning("tokenpilot: could not open a lease for session %r: %s", session_id, exc)
                 self._sessions[session_id] = s
             return s
 
@@ -279,22 +315,37 @@ class TokenPilot:
 
     def derive_session_id(self, messages: Sequence[Any]) -> str:
         """A stable id from the conversation's start: the system text (stabilised) and first message."""
-        system, first = [], None
-        for m in messages:
-            if isinstance(m, Mapping) and m.get("role") in _SYSTEM_ROLES and first is None:
-                text = content_text(m.get("content"))
-                system.append(
-                    stabilize_text(text, self.config.volatile_patterns).text
-                    if self.config.stabilize
-                    else text
-                )
-            elif first is None:
-                first = m
-                break
+        k = self._leading_system(messages)
+        system = []
+        for m in messages[:k]:
+            text = content_text(m.get("content"))
+            system.append(
+                stabilize_text(text, self.config.volatile_patterns).text if self.config.stabilize else text
+            )
+        first = messages[k] if k < len(messages) else None
+        if k < len(messages):
+            check_depth(first, self.config.max_depth, k)
         return (
             "s_"
             + sha256_hex(canonical_json([system, first if isinstance(first, Mapping) else str(first)]))[:16]
         )
+
+    def _leading_system(self, messages: Sequence[Any]) -> int:
+        """How many leading messages make up the system prompt: well-formed system or
+        developer messages. A malformed one is history, passed through (or refused in
+        strict mode) like any other malformed message."""
+        k = 0
+        while k < len(messages):
+            m = messages[k]
+            if not isinstance(m, Mapping) or m.get("role") not in _SYSTEM_ROLES:
+                break
+            check_depth(m, self.config.max_depth, k)
+            try:
+                check_message(m, k)
+            except MessageError:
+                break
+            k += 1
+        return k
 
     # -- prepare --------------------------------------------------------------
     def prepare(
@@ -307,6 +358,12 @@ class TokenPilot:
         """Render the managed request for this history. Never mutates its input."""
         if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
             raise MessageError(None, f"expected a list of messages, got {type(messages).__name__}")
+        check_count(messages, self.config.max_messages)
+        if tools is not None:
+            if not isinstance(tools, list | tuple):
+                raise MessageError(None, f"'tools' must be a list, got {type(tools).__name__}")
+            for j, t in enumerate(tools):
+                check_depth(t, self.config.max_depth, None, f"tools[{j}]")
         check_tools(list(tools) if tools is not None else None)
         sid = session_id or self.derive_session_id(messages)
         session = self.session(sid)
@@ -319,20 +376,17 @@ class TokenPilot:
         cfg = self.config
         warnings: list[str] = []
         malformed = 0
-        k = 0
-        while (
-            k < len(messages)
-            and isinstance(messages[k], Mapping)
-            and messages[k].get("role") in _SYSTEM_ROLES
-        ):
-            k += 1
-        self._update_system(s, messages[:k], warnings)
-
+        k = self._leading_system(messages)
         history = messages[k:]
         n = self._match(s, history)
+        for i in range(n, len(history)):  # refuse before any state changes; older ones passed
+            check_depth(history[i], cfg.max_depth, k + i)
+        self._update_system(s, messages[:k], warnings)
         rewritten = n < len(s.entries)
         if rewritten:
             self._truncate(s, n)
+        store_errors: list[OSError] = []
+        n, before = self._retry_unstored(s, n, store_errors)
         stored: list[str] = []
         reduced = 0
         for i in range(n, len(history)):
@@ -348,10 +402,18 @@ class TokenPilot:
                 continue
             if cfg.recall_tool_from == "auto" and not s.recallable and msg.get("tool_calls"):
                 s.recallable = _bulky(msg["tool_calls"])  # known from the calls when the tool list is not
-            entry = self._ingest(s, msg, stored)
+            entry = self._ingest(s, msg, stored, store_errors)
             if entry.artifact_id:
                 reduced += 1
             s.entries.append(entry)
+        self._keep_unchanged(s, n, before)
+        unstored = sum(1 for e in s.entries if e.unstored is not None)
+        if store_errors:
+            warnings.append(
+                f"artifact store write failed ({store_errors[0]}): {unstored} message(s) sent without "
+                f"reduction, tool outputs over {cfg.hard_limit_chars:,} chars cut with no recall handle; "
+                "retried at the next call"
+            )
 
         rendered, keys, evicted = self._render_history(s, history)
         # Tools after ingestion: `recall_artifact` may join on the first call with an artifact.
@@ -372,7 +434,7 @@ class TokenPilot:
         keys = [s.system.version, s.tools_version, *keys]
         cause = None
         if s.last_keys and keys[: len(s.last_keys)] != s.last_keys:
-            cause = self._break_cause(s, keys, rewritten)
+            cause = self._break_cause(s, keys, rewritten, recovered=bool(before))
             s.prefix_breaks += 1
         s.last_keys = keys
         s.last_plan_version = s.plan_version
@@ -401,6 +463,7 @@ class TokenPilot:
             artifacts=tuple(stored),
             malformed=malformed,
             warnings=tuple(warnings),
+            unstored=unstored,
         )
         return Prepared(out, [dict(t) for t in s.tools], stats, s.id, tail_start)
 
@@ -424,6 +487,8 @@ class TokenPilot:
                     n += 1
                     continue
                 break
+            if nesting_exceeds(msg, self.config.max_depth) or not _hashable(msg):
+                break  # refused by the depth check, or passed through as malformed
             if entry.raw_hash == _raw_hash(msg):
                 entry.role, entry.content, entry.name = msg.get("role"), msg.get("content"), msg.get("name")
                 entry.calls, entry.live = _sig_calls(msg), True
@@ -432,10 +497,11 @@ class TokenPilot:
             break
         return n
 
-    def _truncate(self, s: Session, n: int) -> None:
+    def _truncate(self, s: Session, n: int, *, keep_updates: bool = False) -> None:
         """The caller rewrote history from message n: forget later entries, rebuild state."""
         s.entries = s.entries[:n]
-        s.updates = [(pos, m) for pos, m in s.updates if pos <= n]
+        if not keep_updates:
+            s.updates = [(pos, m) for pos, m in s.updates if pos <= n]
         recalls = s.state.recall_counts
         s.state = IngestState(recall_counts=recalls)
         s.calls = {}
@@ -450,6 +516,35 @@ class TokenPilot:
                     s.state.window.append((call_key, aid))
                     while len(s.state.window) > self.config.call_window:
                         s.state.window.popleft()
+
+    def _retry_unstored(self, s: Session, n: int, errors: list[OSError]) -> tuple[int, list[_Entry]]:
+        """Where ingestion resumes, and the entries it replaces: from the first message the
+        store refused, once the store takes that original now.
+
+        Later messages are ingested again too, in order, so the session's state is what
+        a clean ingestion gives. While the store still refuses, nothing is redone.
+        """
+        first = next((i for i in range(n) if s.entries[i].unstored is not None), None)
+        if first is None:
+            return n, []
+        probe = s.entries[first].unstored
+        if probe:
+            try:
+                self.store.put(s.id, probe)
+            except OSError as exc:
+                errors.append(exc)
+                return n, []
+        before = s.entries[first:n]
+        self._truncate(s, first, keep_updates=True)  # same messages again: update notes stay
+        return first, before
+
+    @staticmethod
+    def _keep_unchanged(s: Session, start: int, before: list[_Entry]) -> None:
+        """Re-ingested messages whose frozen form did not change keep the same object, so
+        their render keys do not change and no prefix break is counted for them."""
+        for old, new in zip(before, s.entries[start:]):
+            if new.frozen == old.frozen:
+                new.frozen = old.frozen
 
     def _passthrough_entry(self, msg: Any) -> _Entry:
         if isinstance(msg, Mapping):
@@ -466,8 +561,11 @@ class TokenPilot:
             )
         return _Entry(None, None, None, None, "", None, msg, 0, 0)
 
-    def _ingest(self, s: Session, msg: Mapping[str, Any], stored: list[str]) -> _Entry:
-        put = self._putter(s, stored)
+    def _ingest(
+        self, s: Session, msg: Mapping[str, Any], stored: list[str], store_errors: list[OSError]
+    ) -> _Entry:
+        refused: list[str] = []
+        put = self._putter(s, stored, refused)
         role = msg.get("role")
         effect = None
         call_infos: tuple[tuple[str, ToolCallInfo], ...] = ()
@@ -496,9 +594,14 @@ class TokenPilot:
                 result = ingest_user(msg, pipeline=self.pipeline, put=put)
             else:
                 result = Ingested(dict(msg))
-        except Exception as exc:  # never lose the agent's turn to a bug in a pass
-            log.warning("tokenpilot: ingestion failed for a %s message, kept as is: %s", role, exc)
-            result = Ingested(dict(msg))
+        except Exception as exc:
+            if refused and isinstance(exc, OSError):  # no original: nothing may point at one
+                store_errors.append(exc)
+                cut = unstored_form(msg, self.config.hard_limit_chars, store_reason(exc))
+                result = Ingested(cut)
+            else:  # never lose the agent's turn to a bug in a pass
+                log.warning("tokenpilot: ingestion failed for a %s message, kept as is: %s", role, exc)
+                result = Ingested(dict(msg))
         frozen = result.message
         tokens = _msg_tokens(frozen)
         return _Entry(
@@ -509,16 +612,21 @@ class TokenPilot:
             _raw_hash(msg),
             _ids(msg),
             frozen,
-            _msg_tokens(msg) if result.artifact_id else tokens,
+            _msg_tokens(msg) if result.artifact_id or refused else tokens,
             tokens,
             result.artifact_id,
             effect,
             call_infos,
+            unstored=refused[0] if refused else None,
         )
 
-    def _putter(self, s: Session, stored: list[str]) -> Callable[[str], str]:
+    def _putter(self, s: Session, stored: list[str], refused: list[str]) -> Callable[[str], str]:
         def put(text: str) -> str:
-            aid = self.store.put(s.id, text)
+            try:
+                aid = self.store.put(s.id, text)
+            except OSError:
+                refused.append(text)
+                raise
             stored.append(aid)
             return aid
 
@@ -557,7 +665,7 @@ class TokenPilot:
             frozen = e.frozen
             if isinstance(frozen, Mapping):
                 cur = _ids(msg) if isinstance(msg, Mapping) else e.ids
-                if cur != e.ids:
+                if cur != e.ids and _usable_ids(cur, frozen):
                     out.append(_with_ids(frozen, cur))
                     keys.append(f"{_entry_key(e)}:{_digest(cur)}")
                     continue
@@ -570,7 +678,7 @@ class TokenPilot:
             keys.append(_digest(m))
         return out, keys, drop
 
-    def _break_cause(self, s: Session, keys: list[Any], rewritten: bool) -> str:
+    def _break_cause(self, s: Session, keys: list[Any], rewritten: bool, *, recovered: bool = False) -> str:
         prev = s.last_keys
         if prev[0] != keys[0]:
             return "system prompt changed"
@@ -578,6 +686,8 @@ class TokenPilot:
             return "tools changed"
         if rewritten:
             return "history rewritten by the caller"
+        if recovered:
+            return "store_recovered"  # a message sent unreduced while the store failed, now reduced
         if s.plan_version != s.last_plan_version:
             return "eviction"
         return "tool-call ids changed"
@@ -730,26 +840,23 @@ class TokenPilot:
                 s.state.note_recall(result.artifact_id)
         return result
 
-    def execute_recall(self, arguments: str | Mapping[str, Any], *, session_id: str | None = None) -> str:
-        """Run a `recall_artifact` tool call from its raw arguments; returns the tool's text."""
-        import json
+    def execute_recall(
+        self, arguments: str | bytes | Mapping[str, Any], *, session_id: str | None = None
+    ) -> str:
+        """Run a `recall_artifact` tool call from its raw arguments; returns the tool's text.
 
+        The model wrote the arguments: whatever they are (not JSON, nested 100k deep, ids
+        that are not strings), the answer is a tool result saying what was wrong, never
+        an exception.
+        """
         try:
-            args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
-            if not isinstance(args, Mapping):
-                raise ValueError("arguments must be a JSON object")
-            aid = args["artifact_id"]
-            start = args.get("start_line")
-            end = args.get("end_line")
-            pattern = args.get("pattern")
-            for name, v in (("start_line", start), ("end_line", end)):
-                if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
-                    raise ValueError(f"{name} must be an integer")
-            if pattern is not None and not isinstance(pattern, str):
-                raise ValueError("pattern must be a string")
-        except (ValueError, KeyError, TypeError) as exc:
+            aid, start, end, pattern = recall_arguments(arguments)
+        except ValueError as exc:
             return f'[tokenpilot: invalid {RECALL_TOOL_NAME} arguments: {exc}. Expected {{"artifact_id": "art_…"}}]'
-        return self.recall(str(aid), start, end, pattern, session_id=session_id).for_model()
+        try:
+            return self.recall(aid, start, end, pattern, session_id=session_id).for_model()
+        except OSError as exc:  # the store's disk, not the model's arguments
+            return f"[tokenpilot: the artifact store could not be read ({exc}); try again later]"
 
     def _resolve_session(self, session_id: str | None) -> str:
         if session_id is not None:
@@ -775,6 +882,7 @@ class TokenPilot:
                         "artifact_id": e.artifact_id,
                         "effect": list(e.effect) if e.effect else None,
                         "call_infos": [[cid, i.name, i.arguments] for cid, i in e.call_infos],
+                        "unstored": e.unstored is not None,
                     }
                     for e in s.entries
                 ],
@@ -827,6 +935,7 @@ class TokenPilot:
                         tuple(d["effect"]) if d.get("effect") else None,
                         infos,
                         live=False,
+                        unstored="" if d.get("unstored") else None,
                     )
                 )
                 for cid, info in infos:
@@ -888,9 +997,9 @@ def _entry_key(e: _Entry) -> str:
 
 def _hashable(msg: Mapping[str, Any]) -> bool:
     try:
-        canonical_json([msg.get("role"), msg.get("content"), msg.get("name")])
+        _raw_hash(msg)
         return True
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # not JSON: int and str keys mixed, bytes, sets...
         return False
 
 

@@ -67,7 +67,10 @@ def encoding_name() -> str:
 
 
 def count_tokens(text: str) -> int:
-    """Tokens in `text`; for long texts an estimate from samples at its start, middle and end."""
+    """Tokens in `text`; for long texts an estimate from samples at its start, middle and end.
+
+    A lone surrogate counts as U+FFFD (tiktoken replaces it; see `_canonical`).
+    """
     if not text:
         return 0
     enc = encoding()
