@@ -705,3 +705,60 @@ def test_serve_writes_its_log_file_and_hides_the_url_password(tmp_path):
     )
     assert "shutting down" in logged and "hunter2" not in logged + out
     assert up.chat_requests()[0].headers["Authorization"] == "Basic Ym9iOmh1bnRlcjI="
+
+
+# ---------------------------------------------------------------------------
+# A full disk: forwarded unreduced (hard limit kept), said once per session
+# ---------------------------------------------------------------------------
+class _FullDisk:
+    """An artifact store whose writes fail with ENOSPC while `full` is set."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.full = store, True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def put(self, session_id: str, data: Any) -> str:
+        if self.full:
+            raise OSError(28, "No space left on device")
+        return self.store.put(session_id, data)
+
+
+async def test_a_full_disk_forwards_unreduced_and_logs_once_per_session(upstream, http, tmp_path, caplog):
+    from tokenpilot import ArtifactStore, TokenPilot
+
+    disk = _FullDisk(ArtifactStore(tmp_path / "store"))
+    settings = ProxySettings(upstream=upstream.url, port=0, state_dir=tmp_path / "state", flush_interval_s=0)
+    proxy = Proxy(settings, pilot=TokenPilot(store=disk))  # type: ignore[arg-type]
+    rp = await RunningProxy(settings, proxy, shutdown_timeout_s=1).start()
+    try:
+        output = "".join(f"{i:06d} build output line\n" for i in range(12_000))  # 288,000 chars
+        msgs = tool_history("build it", output)
+        caplog.set_level(logging.INFO, logger="tokenpilot.openclaw")
+        for turn in range(3):
+            status, _, raw = await send(http, rp.url, chat_body(msgs, key="disk"))
+            assert status == 200, raw
+            msgs = msgs + [
+                {"role": "assistant", "content": f"step {turn}"},
+                {"role": "user", "content": "go on"},
+            ]
+        sent = [r.body for r in upstream.chat_requests()]
+        tool = next(m for m in sent[-1]["messages"] if m["role"] == "tool")["content"]
+        assert len(tool) <= 200_000 + 300 and "could not be stored" in tool and "art_" not in tool
+        assert_each_extends_the_last(sent)  # the cut form is stable while the disk stays full
+        said = [r.getMessage() for r in caplog.records if "No space left on device" in r.getMessage()]
+        assert len(said) == 1 and "session disk" in said[0], said
+
+        disk.full = False  # space comes back: the output is reduced and stored, said once
+        status, _, raw = await send(http, rp.url, chat_body(msgs, key="disk"))
+        assert status == 200, raw
+        tool = next(m for m in upstream.chat_requests()[-1].body["messages"] if m["role"] == "tool")[
+            "content"
+        ]
+        aid = re.search(r"art_[0-9a-f]{24}", tool).group(0)
+        assert disk.store.get("disk", aid) == output
+        assert any("works again" in r.getMessage() for r in caplog.records)
+        await assert_still_serving(http, rp.url)
+    finally:
+        await rp.stop()

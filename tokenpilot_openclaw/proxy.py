@@ -148,6 +148,7 @@ class Proxy:
         self._dirty: set[str] = set()
         self._save_locks: dict[str, threading.Lock] = {}
         self._save_failed: set[str] = set()  # sessions whose last write failed (logged once)
+        self._store_failing: set[str] = set()  # sessions with outputs the store refused (logged once)
         self._last_stable: dict[str, list[Any]] = {}
         self._flusher: asyncio.Task[None] | None = None
         self._started = time.time()
@@ -340,11 +341,25 @@ class Proxy:
         """The id of a request without key or session header: its conversation's start and caller."""
         return derived_session_id(self.pilot.derive_session_id(history), credential_fingerprint(headers))
 
+    def _note_store(self, sid: str, unstored: int, warnings: tuple[str, ...]) -> None:
+        """A full disk is said once per session (the request still goes, unreduced), and
+        once more when the session's outputs are stored again; not once per message."""
+        if unstored and sid not in self._store_failing:
+            self._store_failing.add(sid)
+            why = next((w for w in warnings if w.startswith("artifact store write failed")), "")
+            log.error("tokenpilot: session %s: %s", sid, why or f"{unstored} message(s) not stored")
+        elif not unstored and sid in self._store_failing:
+            self._store_failing.discard(sid)
+            log.info(
+                "tokenpilot: session %s: the artifact store works again; outputs reduced and stored", sid
+            )
+
     def _note_prepared(self, sid: str, prepared: Prepared, stats: SessionStats) -> None:
         st = prepared.stats
         stats.raw_tokens, stats.sent_tokens = st.raw_tokens, st.tokens
         stats.tokens_saved += st.saved_tokens
         stats.prefix_breaks = max(stats.prefix_breaks, st.prefix_breaks)
+        self._note_store(sid, st.unstored, st.warnings)
         prev = self._last_stable.get(sid)
         self._last_stable[sid] = prepared.stable_messages
         if st.prefix_break is None:
