@@ -299,6 +299,21 @@ async def test_lone_surrogates_reach_the_upstream_as_valid_utf8(upstream, proxy,
     await assert_still_serving(http, proxy.url)
 
 
+async def test_a_session_with_lone_surrogates_is_saved_and_restored(upstream, start_proxy, http, tmp_path):
+    history = tool_history("caf\u00e9 \ud800 please", BIG.replace("line 1:", "line 1: \udbff"))
+    body = json.dumps(chat_body(history, "key-\ud800")).encode()
+    first = await start_proxy(upstream.url, state_dir=tmp_path / "state")
+    assert (await send(http, first.url, body))[0] == 200
+    await first.stop()
+    assert list((tmp_path / "state").glob("*.json")), "the session's state was not written"
+    again = await start_proxy(upstream.url, state_dir=tmp_path / "state")
+    assert (await send(http, again.url, body))[0] == 200
+    a, b = (r.body for r in upstream.chat_requests()[-2:])
+    assert a == b  # restored from its state: the same bytes, the same artifact
+    (sid,) = await stats_of(http, again.url)
+    assert (await stats_of(http, again.url))[sid]["calls"] == 2
+
+
 def test_encoding_keeps_normal_bodies_and_escapes_only_surrogates():
     normal = {"messages": [{"role": "user", "content": "caf\u00e9 \u2603 \U0001f600"}]}
     assert encode(normal) == json.dumps(normal, ensure_ascii=False, separators=(",", ":")).encode()
