@@ -188,12 +188,13 @@ class ArtifactStore:
         try:
             text = self.get(session_id, aid)
         except ArtifactNotFound:
+            shown = aid if len(aid) <= 40 else f"{aid[:40]}… ({len(aid):,} chars)"  # not echoed in full
             return RecallResult(
-                aid,
+                aid[:200],
                 "",
                 False,
                 note=(
-                    f"[tokenpilot: no artifact {aid!r} in this session. Ids look like "
+                    f"[tokenpilot: no artifact {shown!r} in this session. Ids look like "
                     f"'{ARTIFACT_PREFIX}0123abcd…' and are quoted in reduced outputs and eviction stubs.]"
                 ),
             )
