@@ -70,6 +70,10 @@ class PrepareStats:
     artifacts: tuple[str, ...] = ()
     malformed: int = 0
     warnings: tuple[str, ...] = ()
+    prefix_break_at: int | None = None
+    """With `prefix_break`: the index in `messages` of the first message that differs from
+    the previous call's rendering (0 when the system prompt or the tools changed). Known
+    after a restart too, since render keys are saved with the session."""
     unstored: int = 0
     """Messages of the history whose originals the store could not keep (a full disk):
     sent unreduced (tool outputs cut to `hard_limit_chars`, not recallable) and
@@ -432,9 +436,10 @@ class TokenPilot:
             out.append({"role": cfg.tail_role, "content": values_block(tail_values, title=TAIL_TITLE)})
 
         keys = [s.system.version, s.tools_version, *keys]
-        cause = None
+        cause, break_at = None, None
         if s.last_keys and keys[: len(s.last_keys)] != s.last_keys:
             cause = self._break_cause(s, keys, rewritten, recovered=bool(before))
+            break_at = _first_difference(s.last_keys, keys, len(s.system.rendered))
             s.prefix_breaks += 1
         s.last_keys = keys
         s.last_plan_version = s.plan_version
@@ -458,6 +463,7 @@ class TokenPilot:
             raw_tokens=raw_tokens,
             tokens=tokens,
             prefix_break=cause,
+            prefix_break_at=break_at,
             prefix_breaks=s.prefix_breaks,
             evicted_messages=len(evicted),
             artifacts=tuple(stored),
@@ -978,6 +984,17 @@ class TokenPilot:
         self.store.close_session(session_id)
         with self._lock:
             self._sessions.pop(session_id, None)
+
+
+def _first_difference(prev: list[Any], keys: list[Any], system_len: int) -> int:
+    """Index in the rendered messages of the first one whose key changed (keys: the system
+    version, the tools version, then one key per rendered history message)."""
+    if prev[:2] != keys[:2]:
+        return 0
+    for j, (a, b) in enumerate(zip(prev[2:], keys[2:])):
+        if a != b:
+            return system_len + j
+    return system_len + min(len(prev), len(keys)) - 2
 
 
 def _digest(obj: Any) -> str:

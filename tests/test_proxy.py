@@ -922,7 +922,10 @@ def test_install_writes_the_config_and_doctor_reads_it(tmp_path):
     assert cfg.with_name("openclaw.json.tokenpilot.bak").read_text().startswith("// mine")
     assert "sk-" not in cfg.read_text()
 
-    res = _cli("openclaw", "doctor", "--skip-openclaw", "--json", env=env)
+    log_file = tmp_path / "home" / ".openclaw" / "logs" / "tokenpilot-serve.log"
+    assert service["args"][service["args"].index("--log-file") + 1] == str(log_file)
+
+    res = _cli("openclaw", "doctor", "--skip-openclaw", "--json", "--no-start", env=env)
     checks = {c["check"]: c["status"] for c in json.loads(res.stdout)}
     assert res.returncode == 0, res.stdout
     assert (
@@ -931,6 +934,13 @@ def test_install_writes_the_config_and_doctor_reads_it(tmp_path):
         and checks["plugin tokenpilot"] == "ok"
     )
     assert checks["proxy"] == "warn"  # not running: OpenClaw starts it on demand
+
+    res = _cli("openclaw", "doctor", "--skip-openclaw", "--json", env=env)  # doctor starts it itself
+    found = {c["check"]: c for c in json.loads(res.stdout)}
+    assert found["proxy"]["status"] == "ok" and "started by doctor" in found["proxy"]["detail"], res.stdout
+    assert found["proxy log"]["status"] == "ok" and str(log_file) in found["proxy log"]["detail"]
+    assert "proxy ready" in log_file.read_text()  # the proxy doctor started wrote its log there
+    assert _cli("openclaw", "doctor", "--skip-openclaw", "--no-start", env=env).returncode == 0
 
 
 def test_install_print_shows_secret_references_only():
@@ -967,3 +977,37 @@ async def test_doctor_reports_cache_hits_from_the_proxy(upstream, proxy, http):
     checks = {c.what: c for c in await asyncio.to_thread(check_proxy, proxy.url, None)}
     assert checks["proxy"].status == "ok" and checks["cache hits"].status == "ok"
     assert "1/1" in checks["cache hits"].detail
+
+
+async def test_a_break_across_a_restart_is_saved_and_doctor_names_the_message(upstream, http, tmp_path):
+    """OpenClaw starts a fresh proxy per turn; a replay that rewrites an old message (its
+    truncation count changed) is still counted after the restart, saved, and shown by doctor."""
+    home = tmp_path / "home"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home)}
+    state, store = tmp_path / "state", tmp_path / "store"
+    res = _cli(
+        "openclaw", "install", "--upstream", upstream.url, "--model", "fake-model",
+        "--state-dir", str(state), "--store-dir", str(store), env=env,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    live = big_tool_history("restart") + [{"role": "assistant", "content": "done"}]
+    live[3] = {**live[3], "content": BIG + "\n[... 1200 more characters truncated]"}
+    settings = ProxySettings(
+        upstream=upstream.url, port=0, state_dir=state, store_dir=store, flush_interval_s=0
+    )
+    for turn, note in enumerate(("1200", "1187")):  # the replay writes another count
+        msgs = [*live[:3], {**live[3], "content": live[3]["content"].replace("1200", note)}, *live[4:]]
+        msgs.append({"role": "user", "content": f"turn {turn}"})
+        rp = await RunningProxy(settings, shutdown_timeout_s=1).start()
+        try:
+            assert (await post(http, rp, chat("restart", msgs)))[0] == 200
+        finally:
+            await rp.stop()
+    saved = json.loads(next(state.glob("*.json")).read_text())["stats"]
+    assert saved["prefix_breaks"] == 1 and saved["last_prefix_break"] == "history rewritten by the caller"
+    assert saved["last_prefix_break_detail"].startswith("first differing message: #3 (tool)")
+    res = _cli("openclaw", "doctor", "--skip-openclaw", "--no-start", "--json", env=env)
+    found = {c["check"]: c for c in json.loads(res.stdout)}
+    assert found["prefix breaks"]["status"] == "warn", res.stdout
+    assert "1 in 1 session(s)" in found["prefix breaks"]["detail"]
+    assert "first differing message: #3 (tool)" in found["prefix breaks"]["detail"]

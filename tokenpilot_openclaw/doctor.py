@@ -1,8 +1,11 @@
 """`tokenpilot openclaw doctor`: is TokenPilot wired into OpenClaw, and is it paying off?
 
 Checks, in order: the config has our provider, default model, pruning off and the
-plugin; OpenClaw accepts the config; the proxy answers; and the provider's cached
-tokens come back (from the proxy's per-session stats). Exit status 1 on any failure.
+plugin; OpenClaw accepts the config; the proxy answers (OpenClaw starts it only for a
+turn, so when it is down doctor starts it from the config's `localService` and stops it
+again); the provider's cached tokens come back and the prefix breaks, with the first
+differing message (from the proxy's per-session stats, which its saved state carries
+across restarts); and the proxy's log file. Exit status 1 on any failure.
 """
 
 from __future__ import annotations
@@ -10,8 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import signal
+import subprocess
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +35,10 @@ from .openclaw_config import (
     get_path,
     load_config,
     run_openclaw,
+    serve_option,
 )
+from .proxy import default_state_dir
+from .sessions import StateDir
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 
@@ -52,6 +64,11 @@ def add_doctor_arguments(p: argparse.ArgumentParser) -> None:
         "--skip-openclaw",
         action="store_true",
         help="do not run `openclaw config validate` / `plugins inspect`",
+    )
+    p.add_argument(
+        "--no-start",
+        action="store_true",
+        help="when the proxy is down, do not start it from the config's localService to check it",
     )
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
 
@@ -157,25 +174,28 @@ def check_openclaw(path: Path) -> list[Check]:
     binary = find_openclaw()
     if not binary:
         return [Check(WARN, "openclaw", "not on PATH: config not validated")]
-    out = []
-    res = run_openclaw(binary, ["config", "validate"], config=path)
-    out.append(
+    with ThreadPoolExecutor(2) as pool:  # each is a Node start-up: run them side by side
+        validating = pool.submit(run_openclaw, binary, ["config", "validate"], config=path)
+        inspecting = pool.submit(
+            run_openclaw, binary, ["plugins", "inspect", PLUGIN_ID, "--runtime", "--json"], config=path
+        )
+        res, inspected = validating.result(), inspecting.result()
+    out = [
         Check(
             OK if res.ok else FAIL,
             "openclaw config validate",
             res.output.splitlines()[-1] if res.output else "",
         )
-    )
-    res = run_openclaw(binary, ["plugins", "inspect", PLUGIN_ID, "--runtime", "--json"], config=path)
+    ]
     try:
-        info = json.loads(res.output[res.output.index("{") :]).get("plugin", {})
+        info = json.loads(inspected.output[inspected.output.index("{") :]).get("plugin", {})
     except ValueError:
         info = {}
     loaded = info.get("status") == "loaded" and "recall_artifact" in (info.get("toolNames") or [])
     detail = (
         f"status {info.get('status')}, tools {info.get('toolNames')}, engines {info.get('contextEngineIds')}"
     )
-    out.append(Check(OK if loaded else FAIL, "plugin loads", detail if info else res.output[-300:]))
+    out.append(Check(OK if loaded else FAIL, "plugin loads", detail if info else inspected.output[-300:]))
     return out
 
 
@@ -185,19 +205,77 @@ def _get_json(url: str, token: str | None, timeout_s: float = 3.0) -> Any:
         return json.loads(resp.read())
 
 
-def check_proxy(proxy_url: str, auth_env: str | None) -> list[Check]:
-    token = os.environ.get(auth_env) if auth_env else None
+def _healthy(proxy_url: str) -> str | None:
+    """None when the proxy answers /health, else why not."""
     try:
         _get_json(f"{proxy_url}/health", None)
+        return None
     except (OSError, ValueError) as exc:
-        return [
-            Check(
-                WARN,
-                "proxy",
-                f"{proxy_url} not answering ({exc}); OpenClaw starts it on its first model call",
-            )
-        ]
-    out = [Check(OK, "proxy", f"{proxy_url} healthy")]
+        return str(exc)
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def start_service(
+    service: Mapping[str, Any], proxy_url: str, timeout_s: float = 30.0
+) -> subprocess.Popen[bytes]:
+    """Start the proxy as OpenClaw would (the config's `localService`) and wait for /health."""
+    env = dict(os.environ)
+    for k, v in (service.get("env") or {}).items():
+        env[str(k)] = _ENV_REF.sub(lambda m: os.environ.get(m.group(1), ""), str(v))
+    cmd = [str(service.get("command", "")), *[str(a) for a in service.get("args") or []]]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + timeout_s
+    while _healthy(proxy_url) is not None:
+        if proc.poll() is not None:
+            err = (proc.stderr.read() if proc.stderr else b"").decode("utf-8", "replace").strip()
+            raise RuntimeError(f"exited with status {proc.returncode}: {err.splitlines()[-1] if err else ''}")
+        if time.monotonic() > deadline:
+            stop_service(proc)
+            raise RuntimeError(f"no answer on {proxy_url}/health within {timeout_s:g} s")
+        time.sleep(0.1)
+    return proc
+
+
+def stop_service(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)  # the proxy saves its sessions on SIGTERM
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def check_proxy(
+    proxy_url: str, auth_env: str | None, service: Mapping[str, Any] | None = None, *, start: bool = True
+) -> list[Check]:
+    """Health and stats of the proxy; started from `service` for the check when it is down."""
+    token = os.environ.get(auth_env) if auth_env else None
+    why = _healthy(proxy_url)
+    proc = None
+    out: list[Check] = []
+    if why is not None:
+        if not (start and isinstance(service, Mapping) and service.get("command")):
+            return [
+                Check(
+                    WARN,
+                    "proxy",
+                    f"{proxy_url} not answering ({why}); OpenClaw starts it on its first model call",
+                )
+            ]
+        try:
+            proc = start_service(service, proxy_url)
+        except (OSError, RuntimeError) as exc:
+            return [
+                Check(FAIL, "proxy", f"{proxy_url} was down and would not start from localService: {exc}")
+            ]
+        out.append(
+            Check(OK, "proxy", f"{proxy_url} healthy (started by doctor from localService, stopped after)")
+        )
+    else:
+        out.append(Check(OK, "proxy", f"{proxy_url} healthy"))
     try:
         stats = _get_json(f"{proxy_url}/tokenpilot/stats", token)
     except urllib.error.HTTPError as exc:
@@ -205,7 +283,49 @@ def check_proxy(proxy_url: str, auth_env: str | None) -> list[Check]:
         return [*out, Check(FAIL, "proxy stats", f"HTTP {exc.code}{hint}")]
     except (OSError, ValueError) as exc:
         return [*out, Check(FAIL, "proxy stats", str(exc))]
+    finally:
+        if proc is not None:
+            stop_service(proc)
     return out + check_stats(stats)
+
+
+def saved_stats(state: Path) -> dict[str, Any]:
+    """The proxy's per-session stats as its saved state holds them (the proxy being down)."""
+    sessions = {d["id"]: d.get("stats") or {} for d in StateDir(state).load_all()} if state.is_dir() else {}
+    totals: dict[str, Any] = {}
+    for st in sessions.values():
+        for k in ("calls", "errors", "prompt_tokens", "cached_tokens", "tokens_saved", "prefix_breaks"):
+            totals[k] = totals.get(k, 0) + int(st.get(k) or 0)
+    prompt = totals.get("prompt_tokens", 0)
+    totals["hit_rate"] = totals.get("cached_tokens", 0) / prompt if prompt else 0.0
+    return {"sessions": sessions, "totals": totals}
+
+
+_LOG_LEVEL = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b")
+
+
+def check_log(path: Path | None, tail_bytes: int = 256 * 1024) -> list[Check]:
+    """The proxy's log: warnings and errors in its recent part, the last one quoted."""
+    if path is None:
+        return [Check(WARN, "proxy log", "no --log-file in localService: reinstall to get one")]
+    try:
+        with path.open("rb") as f:
+            f.seek(max(path.stat().st_size - tail_bytes, 0))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except FileNotFoundError:
+        return [Check(OK, "proxy log", f"{path} (not written yet)")]
+    except OSError as exc:
+        return [Check(WARN, "proxy log", f"{path}: {exc}")]
+    bad = [ln for ln in lines if _LOG_LEVEL.search(ln)]
+    if not bad:
+        return [Check(OK, "proxy log", f"{path}: no warnings in its last {len(lines)} lines")]
+    return [
+        Check(
+            WARN,
+            "proxy log",
+            f"{path}: {len(bad)} warning(s)/error(s) in its last {len(lines)} lines; last: {bad[-1][-300:]}",
+        )
+    ]
 
 
 def check_stats(stats: dict[str, Any]) -> list[Check]:
@@ -242,12 +362,16 @@ def check_stats(stats: dict[str, Any]) -> list[Check]:
                 f"{sum(1 for s in warm.values() if s.get('cached_tokens'))}/{len(warm)} multi-call sessions hit the cache",
             )
         )
-    breaks = {sid: s.get("last_prefix_break") for sid, s in sessions.items() if s.get("prefix_breaks")}
+    breaks = {
+        sid: " — ".join(str(x) for x in (s.get("last_prefix_break"), s.get("last_prefix_break_detail")) if x)
+        for sid, s in sessions.items()
+        if s.get("prefix_breaks")
+    }
     if breaks:
+        total = sum(int(s.get("prefix_breaks") or 0) for s in sessions.values())
+        shown = "; ".join(f"{sid}: {what}" for sid, what in list(breaks.items())[:5])
         out.append(
-            Check(
-                WARN, "prefix breaks", "; ".join(f"{sid}: {cause}" for sid, cause in list(breaks.items())[:5])
-            )
+            Check(WARN, "prefix breaks", f"{total} in {len(breaks)} session(s); last of each: {shown}")
         )
     if t.get("errors"):
         out.append(Check(WARN, "upstream errors", f"{t['errors']} (see the proxy's log)"))
@@ -257,7 +381,7 @@ def check_stats(stats: dict[str, Any]) -> list[Check]:
 def run_doctor(args: argparse.Namespace) -> int:
     path = config_path(args.config)
     checks: list[Check] = []
-    proxy_url, auth_env = args.proxy_url, None
+    proxy_url, auth_env, service = args.proxy_url, None, None
     try:
         data = load_config(path)
     except ConfigFileError as exc:
@@ -270,10 +394,21 @@ def run_doctor(args: argparse.Namespace) -> int:
         found, url, auth_env = check_config(data)
         checks += found
         proxy_url = proxy_url or url
-        if data and not args.skip_openclaw:
-            checks += check_openclaw(path)
-    if proxy_url:
-        checks += check_proxy(proxy_url.rstrip("/"), auth_env)
+        service = get_path(data, "models", "providers", PROVIDER_ID, "localService")
+        service = service if isinstance(service, dict) else None
+    with ThreadPoolExecutor(1) as pool:  # OpenClaw's own checks (Node) run beside the proxy's
+        openclaw = pool.submit(check_openclaw, path) if data and not args.skip_openclaw else None
+        proxy_checks: list[Check] = []
+        if proxy_url:
+            proxy_checks = check_proxy(proxy_url.rstrip("/"), auth_env, service, start=not args.no_start)
+            if proxy_checks and proxy_checks[0].status == WARN and service:  # down, not started: saved state
+                state = serve_option(service.get("args") or [], "--state-dir")
+                proxy_checks += check_stats(saved_stats(Path(state) if state else default_state_dir()))
+        checks += openclaw.result() if openclaw is not None else []
+    checks += proxy_checks
+    if service is not None:
+        log_file = serve_option(service.get("args") or [], "--log-file")
+        checks += check_log(Path(log_file) if log_file else None)
     if args.json:
         print(
             json.dumps([{"status": c.status, "check": c.what, "detail": c.detail} for c in checks], indent=2)

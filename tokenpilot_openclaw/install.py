@@ -20,6 +20,7 @@ from .openclaw_config import (
     apply_plan,
     backup_config,
     config_path,
+    default_log_file,
     find_openclaw,
     load_config,
     run_openclaw,
@@ -67,7 +68,10 @@ def add_install_arguments(p: argparse.ArgumentParser) -> None:
         "--state-dir", type=Path, help="session state of the proxy (default ~/.cache/tokenpilot/sessions)"
     )
     p.add_argument(
-        "--log-file", type=Path, help="the proxy's log file (OpenClaw keeps only a short tail of its output)"
+        "--log-file",
+        type=Path,
+        help="the proxy's log file (default <OpenClaw state dir>/logs/tokenpilot-serve.log; "
+        "OpenClaw keeps only a short tail of its output, and `doctor` reads it)",
     )
     p.add_argument("--context-window", type=int, default=128_000)
     p.add_argument("--max-tokens", type=int, default=8192)
@@ -89,7 +93,7 @@ def plan_from_args(args: argparse.Namespace) -> InstallPlan:
         auth_token_env=args.auth_token_env,
         store_dir=args.store_dir.expanduser().absolute() if args.store_dir else None,
         state_dir=args.state_dir.expanduser().absolute() if args.state_dir else None,
-        log_file=args.log_file.expanduser().absolute() if args.log_file else None,
+        log_file=(args.log_file or default_log_file(config_path(args.config))).expanduser().absolute(),
         context_window=args.context_window,
         max_tokens=args.max_tokens,
         plugin_dir=PLUGIN_DIR,

@@ -38,6 +38,28 @@ def config_path(explicit: str | Path | None = None) -> Path:
     return Path.home() / ".openclaw" / "openclaw.json"
 
 
+def state_dir(config: Path) -> Path:
+    """OpenClaw's state directory: `$OPENCLAW_STATE_DIR`, else the config file's folder
+    (`~/.openclaw`, where OpenClaw keeps `openclaw.json` and its logs)."""
+    env = os.environ.get("OPENCLAW_STATE_DIR")
+    return Path(env).expanduser() if env else config.expanduser().absolute().parent
+
+
+def default_log_file(config: Path) -> Path:
+    """Where `install` points the proxy's log: OpenClaw keeps only a short tail of a
+    local service's output, and `doctor` reads this file."""
+    return state_dir(config) / "logs" / "tokenpilot-serve.log"
+
+
+def serve_option(args: Sequence[Any], name: str) -> str | None:
+    """The value of `name` (e.g. "--log-file") in a `tokenpilot serve` argument list."""
+    items = [str(a) for a in args]
+    for i, a in enumerate(items[:-1]):
+        if a == name:
+            return items[i + 1]
+    return None
+
+
 def load_config(path: Path) -> dict[str, Any]:
     """The parsed config; `{}` when the file does not exist yet."""
     if not path.exists():

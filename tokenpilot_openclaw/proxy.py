@@ -146,7 +146,7 @@ class Proxy:
         )
         self._auth_token: str | None = None
         self._dirty: set[str] = set()
-        self._save_locks: dict[str, threading.Lock] = {}
+        self._save_locks: dict[str, threading.RLock] = {}
         self._save_failed: set[str] = set()  # sessions whose last write failed (logged once)
         self._store_failing: set[str] = set()  # sessions with outputs the store refused (logged once)
         self._last_stable: dict[str, list[Any]] = {}
@@ -225,8 +225,7 @@ class Proxy:
         """
         if self.state is None:
             return False
-        lock = self._save_locks.setdefault(sid, threading.Lock())
-        with lock:
+        with self._lock_of(sid):
             try:
                 session = self.pilot.export_session(sid) if sid in self.pilot.session_ids else None
                 stats = self.stats.get(sid, SessionStats())
@@ -311,12 +310,13 @@ class Proxy:
             return json_error(400, str(exc), type_="invalid_request_error", param="messages")
         except Exception:  # a TokenPilot bug must not stop the agent: forward the request as it came
             log.exception("tokenpilot: prepare failed for session %s; forwarding the request unchanged", sid)
-        sid = prepared.session_id if prepared is not None else (sid or "unidentified")
-        stats = self.stats.setdefault(sid, SessionStats())
-        stats.calls += 1
+        if prepared is None:  # counted here; a prepared call was counted (and saved) by `_prepare`
+            sid = sid or "unidentified"
+            self._count_call(sid)
+        else:
+            sid = prepared.session_id
+        stats = self.stats[sid]
         self._dirty.add(sid)
-        if prepared is not None:
-            self._note_prepared(sid, prepared, stats)
 
         out = wire.upstream_body(body, prepared, per_call, sid)
         headers = self.upstream.headers(request.headers, forward_authorization=self._auth_token is None)
@@ -334,8 +334,18 @@ class Proxy:
         if sid is None:
             sid = self._derive_session_id(history, headers)
         prepared = self.pilot.prepare(history, tools, session_id=sid)
+        with self._lock_of(prepared.session_id):
+            self._note_prepared(prepared.session_id, prepared, self._count_call(prepared.session_id))
         self._save(prepared.session_id)
         return prepared
+
+    def _lock_of(self, sid: str) -> threading.RLock:
+        return self._save_locks.setdefault(sid, threading.RLock())
+
+    def _count_call(self, sid: str) -> SessionStats:
+        stats = self.stats.setdefault(sid, SessionStats())
+        stats.calls += 1
+        return stats
 
     def _derive_session_id(self, history: list[Any], headers: Mapping[str, str]) -> str:
         """The id of a request without key or session header: its conversation's start and caller."""
@@ -365,6 +375,9 @@ class Proxy:
         if st.prefix_break is None:
             return
         stats.last_prefix_break = st.prefix_break
+        stats.last_prefix_break_detail = wire.first_difference(
+            prev, prepared.stable_messages, at=st.prefix_break_at
+        )
         if st.prefix_break == "eviction":
             log.info("tokenpilot: session %s: prefix re-rendered by an eviction", sid)
             return
@@ -372,7 +385,7 @@ class Proxy:
             "tokenpilot: session %s: cached prefix broken (%s); %s",
             sid,
             st.prefix_break,
-            wire.first_difference(prev, prepared.stable_messages),
+            stats.last_prefix_break_detail,
         )
 
     async def _complete(

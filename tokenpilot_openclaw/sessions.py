@@ -155,6 +155,7 @@ class SessionStats:
     tokens_saved: int = 0
     prefix_breaks: int = 0
     last_prefix_break: str | None = None
+    last_prefix_break_detail: str | None = None  # the first differing message, in one line
     last_cached_tokens: int = 0
     last_prompt_tokens: int = 0
 

@@ -195,9 +195,15 @@ def _escape(m: re.Match[str]) -> str:
     return f"\\u{ord(m.group()):04x}"
 
 
-def first_difference(prev: Sequence[Any] | None, cur: Sequence[Any]) -> str:
-    """Where a rendered prefix first differs from the previous call's, in one line."""
+def first_difference(prev: Sequence[Any] | None, cur: Sequence[Any], *, at: int | None = None) -> str:
+    """Where a rendered prefix first differs from the previous call's, in one line.
+
+    Without the previous rendering (it was made before a restart), `at` (the core's
+    `prefix_break_at`) still names the first differing message, in its new form."""
     if not prev:
+        if at is not None and 0 <= at < len(cur):
+            role = cur[at].get("role") if isinstance(cur[at], Mapping) else type(cur[at]).__name__
+            return f"first differing message: #{at} ({role}), now {_excerpt(cur[at])!r} (rendered before a restart)"
         return "no earlier request of this session in this process"
     for i, (a, b) in enumerate(zip(prev, cur)):
         if a != b:
