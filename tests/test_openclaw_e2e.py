@@ -381,3 +381,48 @@ def test_openclaw_through_tokenpilot(tmp_path):
     finally:
         loop.run(upstream.close())
         loop.close()
+
+
+def _readme_openclaw_block() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("### OpenClaw") :]
+    block = section[section.index("```bash\n") + 8 : section.index("```", section.index("```bash\n") + 8)]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_readme_openclaw_commands_run_as_written(tmp_path):
+    """The README's OpenClaw lines, run as a new user would (the upstream URL pointed at a fake)."""
+    lines = _readme_openclaw_block()
+    assert lines[0] == "pip install 'tokenpilot[openclaw]'"  # this checkout is installed already
+    assert sum("https://api.openai.com/v1" in line for line in lines) == 1
+    node_bin, openclaw = _ensure_tools()
+    home = tmp_path / "home"
+    home.mkdir()
+    loop = LoopThread()
+    upstream = FakeUpstream(responder=responder, models=("gpt-5.4-mini",))
+    try:
+        url = loop.run(upstream.start())
+        script = "set -e\n" + "\n".join(line.replace("https://api.openai.com/v1", url) for line in lines[1:])
+        env = {
+            **os.environ,
+            "HOME": str(home),
+            "PATH": f"{Path(sys.executable).parent}:{node_bin}:{openclaw.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "OPENCLAW_NO_AUTO_UPDATE": "1",
+            "OPENCLAW_OFFLINE": "1",
+            "PYTHONPATH": str(REPO),
+        }
+        env.pop("OPENCLAW_CONFIG_PATH", None)
+        env.pop("OPENCLAW_STATE_DIR", None)
+        res = _run(["bash", "-c", script], env=env, cwd=tmp_path, timeout=400)
+        log = home / ".openclaw" / "logs" / "tokenpilot-serve.log"
+        assert res.returncode == 0, (
+            f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}\n{log.read_text()[-2000:] if log.exists() else ''}"
+        )
+        assert upstream.chat_requests(), "the agent turn reached no model"
+        assert all(r.body["prompt_cache_key"].startswith("demo") for r in upstream.chat_requests())
+        assert "[  ok] proxy:" in res.stdout and "started by doctor" in res.stdout, res.stdout[-3000:]
+        assert "proxy ready" in log.read_text()
+        assert "FAIL" not in res.stdout, res.stdout[-3000:]
+    finally:
+        loop.run(upstream.close())
+        loop.close()
