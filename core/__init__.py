@@ -9,7 +9,7 @@ client.chat.completions.create(model=..., **prepared.openai_request())
 from .artifacts import ArtifactStore, RecallResult
 from .config import Config
 from .errors import ArtifactNotFound, ConfigError, MessageError, StoreError, TokenPilotError
-from .pilot import Prepared, PrepareStats, TokenPilot
+from .pilot import Prepared, PrepareStats, TokenPilot, ToolOutputReduction
 from .stabilize import RECALL_TOOL, RECALL_TOOL_NAME, VolatilePattern
 
 __version__ = "0.1.0"
@@ -28,5 +28,6 @@ __all__ = [
     "StoreError",
     "TokenPilot",
     "TokenPilotError",
+    "ToolOutputReduction",
     "VolatilePattern",
 ]

@@ -114,6 +114,16 @@ class Prepared:
         return {**to_anthropic(self.messages, self.tools), **params}
 
 
+@dataclass(frozen=True, slots=True)
+class ToolOutputReduction:
+    """`TokenPilot.reduce_tool_output`'s answer: the text to keep, and the stored original's id
+    (None: nothing was worth cutting, `text` is the output as it came)."""
+
+    text: str
+    artifact_id: str | None
+    passes: tuple[str, ...] = ()
+
+
 @dataclass(slots=True)
 class _Entry:
     """One history message: how to recognise it again, and its frozen form."""
@@ -826,6 +836,42 @@ class TokenPilot:
     def lifecycle_stats(self, session_id: str) -> dict[str, Any]:
         s = self._sessions.get(session_id)
         return dict(s.lifecycle.stats) if s is not None and s.lifecycle is not None else {}
+
+    # -- a tool output before the host stores it ----------------------------------
+    def reduce_tool_output(
+        self, text: str, tool_name: str = "", arguments: str = "", *, session_id: str
+    ) -> ToolOutputReduction:
+        """Reduce one tool output the way `prepare` would, storing its original for the session.
+
+        For hosts that cut or rewrite tool results before they reach the model (OpenClaw
+        truncates outputs over its context caps, and writes the cut differently on replay):
+        their plugin reduces the whole output here first, so the host keeps the reduced
+        form, every replay sends the same bytes, and `recall_artifact` returns the whole
+        original. A pure function of its arguments (no dedup or loop state is consulted);
+        raises `OSError` when the store cannot keep the original, so the host falls back
+        to its own handling. The reduced text passes `prepare` unchanged later.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        s = self.session(session_id)
+        stored: list[str] = []
+        put = self._putter(s, stored, [])
+        msg = {"role": "tool", "tool_call_id": "reduce", "content": text}
+        got = ingest_tool_result(
+            msg,
+            ToolCallInfo(str(tool_name), str(arguments)),
+            state=IngestState(),
+            pipeline=self.pipeline,
+            put=put,
+        )
+        content = got.message.get("content")
+        reduced = got.artifact_id is not None and isinstance(content, str)
+        if reduced:
+            with s.lock:
+                s.recallable = True
+        return ToolOutputReduction(
+            content if reduced else text, got.artifact_id if reduced else None, got.passes
+        )
 
     # -- recall ------------------------------------------------------------------
     def recall(

@@ -426,3 +426,193 @@ def test_readme_openclaw_commands_run_as_written(tmp_path):
     finally:
         loop.run(upstream.close())
         loop.close()
+
+
+# ---------------------------------------------------------------------------
+# A tool output over OpenClaw's caps, two turns; and a break across proxy restarts
+# ---------------------------------------------------------------------------
+BIG_COMMAND = "seq 1 16000"  # 88,894 chars: over OpenClaw's 64 K, under its 100 K middleware cap
+BIG_RECALL = (8000, 8002)  # past what OpenClaw's own cut keeps
+
+
+def big_log_responder(body: dict[str, Any]) -> Reply:
+    """'big log': run the command, recall lines in its middle (when an art_ id is there), answer."""
+    msgs = body["messages"]
+    last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user" and not _per_call(m))
+    results = [m for m in msgs[last_user + 1 :] if m["role"] == "tool"]
+    if "big log" not in _text(msgs[last_user]):
+        return Reply("noted")
+    if not results:
+        return Reply("", (ToolCall("exec", {"command": BIG_COMMAND}),))
+    found = re.search(r"art_[0-9a-f]{24}", _text(results[0]))
+    if len(results) == 1 and found:
+        start, end = BIG_RECALL
+        args = {"artifact_id": found.group(0), "start_line": start, "end_line": end}
+        return Reply("", (ToolCall("recall_artifact", args),))
+    return Reply("done: " + _text(results[-1]).splitlines()[-1][:80])
+
+
+def _env(home: Path, node_bin: Path, openclaw: Path) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "PATH": f"{node_bin}:{openclaw.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "OPENCLAW_NO_AUTO_UPDATE": "1",
+        "OPENCLAW_OFFLINE": "1",
+        "PYTHONPATH": str(REPO),
+    }
+    env.pop("OPENCLAW_CONFIG_PATH", None)
+    env.pop("OPENCLAW_STATE_DIR", None)
+    return env
+
+
+def _turn(openclaw: Path, env: dict[str, str], cwd: Path, session: str, message: str) -> None:
+    cmd = [
+        str(openclaw),
+        "agent",
+        "--local",
+        "--agent",
+        "main",
+        "--session-id",
+        session,
+        "--message",
+        message,
+    ]
+    res = _run([*cmd, "--json"], env=env, cwd=cwd, timeout=150)
+    assert res.returncode == 0, f"{res.stdout[-2000:]}\n{res.stderr[-3000:]}"
+
+
+def _cached_share(r: Any) -> float:
+    return r.cached_tokens / max(r.prompt_tokens, 1)
+
+
+def _reused(prev: Any, cur: Any) -> float:
+    """How much of the previous call's cacheable prompt the next call found cached."""
+    prev_tokens = len(stable_prompt(prev.body)) // 4  # the fake's 4 chars per token
+    return min(cur.cached_tokens, prev_tokens) / max(prev_tokens, 1)
+
+
+def test_big_output_replays_stably_and_breaks_are_reported_across_restarts(tmp_path):
+    node_bin, openclaw = _ensure_tools()
+    turns = ["Please dump the big log and check the middle.", "Thanks."]
+
+    # Plain OpenClaw, straight to the (fake) provider: OpenClaw cuts the output itself.
+    plain_home = tmp_path / "plain"
+    (plain_home / ".openclaw").mkdir(parents=True)
+    loop = LoopThread()
+    exact = {"cache_min_tokens": 0, "cache_step_tokens": 1}  # the longest common prefix, unrounded
+    plain = FakeUpstream(responder=big_log_responder, models=(MODEL,), **exact)
+    ours = FakeUpstream(responder=big_log_responder, models=(MODEL,), **exact)
+    try:
+        plain_url, our_url = loop.run(plain.start()), loop.run(ours.start())
+        model = {"id": MODEL, "name": MODEL, "contextWindow": 128000, "maxTokens": 8192}
+        model["compat"] = {"supportsPromptCacheKey": True, "sendSessionAffinityHeaders": True}
+        config = {
+            "models": {
+                "providers": {
+                    "plain": {
+                        "baseUrl": plain_url,
+                        "apiKey": "x",
+                        "api": "openai-completions",
+                        "models": [model],
+                    }
+                }
+            },
+            "agents": {"defaults": {"model": {"primary": f"plain/{MODEL}"}}},
+        }
+        (plain_home / ".openclaw" / "openclaw.json").write_text(json.dumps(config))
+        plain_env = _env(plain_home, node_bin, openclaw)
+        plain_turn2 = []
+        for message in turns:
+            before = len(plain.chat_requests())
+            _turn(openclaw, plain_env, tmp_path, "big", message)
+            plain_turn2.append(plain.chat_requests()[before])
+        plain_last_of_turn1 = plain.chat_requests()[plain.chat_requests().index(plain_turn2[1]) - 1]
+
+        # The same turns through TokenPilot (a fresh proxy per turn, as OpenClaw runs it).
+        home = tmp_path / "home"
+        home.mkdir()
+        env = _env(home, node_bin, openclaw)
+        tp = home / "tokenpilot"
+        install = [sys.executable, "-m", "tokenpilot_openclaw", "openclaw", "install", "--upstream", our_url]
+        install += ["--model", MODEL, "--port", str(_free_port()), "--state-dir", str(tp / "state")]
+        install += ["--store-dir", str(tp / "store")]
+        res = _run(install, env=env, cwd=tmp_path, timeout=180)
+        assert res.returncode == 0, res.stdout + res.stderr
+        _load_only_our_plugin(home / ".openclaw" / "openclaw.json")
+        first = []
+        for message in turns:
+            before = len(ours.chat_requests())
+            _turn(openclaw, env, tmp_path, "big", message)
+            first.append(ours.chat_requests()[before])
+        our_last_of_turn1 = ours.chat_requests()[ours.chat_requests().index(first[1]) - 1]
+
+        # The output reached the model reduced by TokenPilot, before OpenClaw's own cut ...
+        calls = ours.chat_requests()
+        tool_texts = [_text(m) for r in calls for m in r.body["messages"] if m["role"] == "tool"]
+        assert not any("more characters truncated" in t for t in tool_texts), "OpenClaw cut it first"
+        # ... and the recall got lines OpenClaw's cut would have lost, from the whole original.
+        start, end = BIG_RECALL
+        recalled = next(t for t in tool_texts if t.startswith(f"[tokenpilot: lines {start}-{end}"))
+        assert "\n8000\n8001\n8002" in recalled, recalled[:300]
+        # Turn 2 loses no more of the cache than plain OpenClaw on the same turn: it re-reads
+        # all of turn 1's prompt (plain OpenClaw's replay rewrites its truncation note), and
+        # fewer tokens miss. (The share of the prompt cached is a ratio over a prompt 40%
+        # smaller: the turn's own new tokens weigh more in it; both are printed.)
+        ours_share, plain_share = _cached_share(first[1]), _cached_share(plain_turn2[1])
+        ours_reused = _reused(our_last_of_turn1, first[1])
+        plain_reused = _reused(plain_last_of_turn1, plain_turn2[1])
+        ours_missed = first[1].prompt_tokens - first[1].cached_tokens
+        plain_missed = plain_turn2[1].prompt_tokens - plain_turn2[1].cached_tokens
+        assert ours_reused == 1.0 and ours_reused >= plain_reused, (ours_reused, plain_reused)
+        assert ours_missed <= plain_missed, (ours_missed, plain_missed)
+        for x, y in zip(calls, calls[1:]):
+            assert y.prompt.startswith(stable_prompt(x.body)), "a request does not extend the previous one"
+
+        # When the plugin cannot reach the proxy during a tool call, OpenClaw cuts the output
+        # itself and replays it differently on the next turn: that break, across the proxy
+        # restart between the turns, is counted, saved, and shown by doctor.
+        cfg_path = home / ".openclaw" / "openclaw.json"
+        cfg = json.loads(cfg_path.read_text())
+        plugin_cfg = cfg["plugins"]["entries"]["tokenpilot"]["config"]
+        good_url, plugin_cfg["proxyUrl"] = plugin_cfg["proxyUrl"], f"http://127.0.0.1:{_free_port()}"
+        cfg_path.write_text(json.dumps(cfg, indent=2))
+        _turn(openclaw, env, tmp_path, "brk", turns[0])
+        plugin_cfg["proxyUrl"] = good_url
+        cfg_path.write_text(json.dumps(cfg, indent=2))
+        _turn(openclaw, env, tmp_path, "brk", turns[1])
+        states = {
+            d["id"]: d["stats"] for d in (json.loads(p.read_text()) for p in (tp / "state").glob("*.json"))
+        }
+        assert states["big"]["prefix_breaks"] == 0, states["big"]
+        saved = states["brk"]
+        assert (
+            saved["prefix_breaks"] == 1 and saved["last_prefix_break"] == "history rewritten by the caller"
+        ), saved
+        assert re.match(r"first differing message: #\d+ \(tool\)", saved["last_prefix_break_detail"]), saved
+        doctor = [
+            sys.executable,
+            "-m",
+            "tokenpilot_openclaw",
+            "openclaw",
+            "doctor",
+            "--json",
+            "--skip-openclaw",
+        ]
+        res = _run(doctor, env=env, cwd=tmp_path, timeout=120)
+        checks = {c["check"]: c for c in json.loads(res.stdout)}
+        breaks = checks["prefix breaks"]
+        assert breaks["status"] == "warn" and "brk: history rewritten by the caller" in breaks["detail"], (
+            checks
+        )
+        assert saved["last_prefix_break_detail"] in breaks["detail"], checks
+        assert "tokenpilot-serve.log" in checks["proxy log"]["detail"], checks
+        print(
+            f"\nturn 2, TokenPilot vs plain OpenClaw: prompt {first[1].prompt_tokens} vs "
+            f"{plain_turn2[1].prompt_tokens} tokens, missed {ours_missed} vs {plain_missed}, cached share "
+            f"{ours_share:.4f} vs {plain_share:.4f}, turn 1's prompt re-read {ours_reused:.4f} vs {plain_reused:.4f}"
+        )
+    finally:
+        loop.run(plain.close())
+        loop.run(ours.close())
+        loop.close()

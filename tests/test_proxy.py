@@ -793,13 +793,21 @@ def test_plugin_recall_tool_is_the_core_schema():
 NODE_DRIVER = """
 const [mod, proxyUrl, sessionId, artifactId] = process.argv.slice(2);
 const plugin = await import(mod);
-const tools = [], engines = [];
+const tools = [], engines = [], middlewares = [];
 plugin.default({
   pluginConfig: { proxyUrl },
   logger: { warn() {} },
   registerTool: (factory, opts) => tools.push([factory, opts]),
   registerContextEngine: (id, factory) => engines.push([id, factory]),
+  registerAgentToolResultMiddleware: (handler, opts) => middlewares.push([handler, opts]),
 });
+const big = Array.from({ length: 1500 }, (_, i) => `row ${i + 1}: ` + "y".repeat(40)).join("\\n");
+const event = (toolName, text) => ({ toolName, toolCallId: "c9", args: { command: "gen" },
+  result: { content: [{ type: "text", text }], details: { aggregated: text, exitCode: 0 } } });
+const [handler, mwOpts] = middlewares[0];
+const reduced = await handler(event("exec", big), { sessionId });
+const untouched = [await handler(event("exec", "small"), { sessionId }),
+  await handler(event("recall_artifact", big), { sessionId }), await handler(event("exec", big), {})];
 const tool = tools[0][0]({ sessionId });
 const part = await tool.execute("call1", { artifact_id: artifactId, start_line: 2, end_line: 3 });
 const other = await tools[0][0]({ sessionId: "someone-else" }).execute("call2", { artifact_id: artifactId });
@@ -814,7 +822,8 @@ const first = await engine.commitTurn({ advancementKey: "k1", messages });
 const again = await engine.commitTurn({ advancementKey: "k1", messages });
 const compacted = await engine.compact({ sessionId });
 console.log(JSON.stringify({ opts: tools[0][1], name: tool.name, catalogMode: tool.catalogMode, parameters: tool.parameters,
-  part, other, down, engineId: engines[0][0], info: engine.info, same: assembled.messages === messages, first, again, compacted }));
+  part, other, down, engineId: engines[0][0], info: engine.info, same: assembled.messages === messages, first, again, compacted,
+  mwOpts, reduced, untouched, bigLength: big.length }));
 """
 
 
@@ -860,6 +869,17 @@ async def test_plugin_recall_and_engine_under_node(upstream, proxy, http, tmp_pa
     assert (
         res["compacted"]["ok"] is False and res["compacted"]["compacted"] is False
     )  # no OpenClaw runtime here
+    # the tool-result middleware: big outputs reduced at the proxy, the rest left to OpenClaw
+    assert res["mwOpts"] == {"runtimes": ["openclaw"]} and res["untouched"] == [None, None, None]
+    kept = res["reduced"]["result"]
+    meta = kept["details"]["tokenpilot"]
+    assert kept["details"]["exitCode"] == 0 and "aggregated" not in kept["details"]
+    assert meta["originalChars"] == res["bigLength"] and meta["cutByOpenClaw"] is False
+    assert meta["artifactId"] in kept["content"][0]["text"] and len(kept["content"][0]["text"]) < 5000
+    async with http.get(
+        f"{proxy.url}/tokenpilot/artifacts/{meta['artifactId']}", params={"session": "js"}
+    ) as r:
+        assert (await r.json())["text"] == "\n".join(f"row {i + 1}: " + "y" * 40 for i in range(1500))
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -1011,3 +1031,37 @@ async def test_a_break_across_a_restart_is_saved_and_doctor_names_the_message(up
     assert found["prefix breaks"]["status"] == "warn", res.stdout
     assert "1 in 1 session(s)" in found["prefix breaks"]["detail"]
     assert "first differing message: #3 (tool)" in found["prefix breaks"]["detail"]
+
+
+async def test_tool_results_reduced_before_the_host_keeps_them(upstream, proxy, http):
+    """The plugin's middleware path: reduce at /tokenpilot/tool-result, keep the answer, and
+    the chat request that carries it later is forwarded with it unchanged; recall is whole."""
+    url = proxy.url + "/tokenpilot/tool-result"
+    body = {"session": "mw", "tool": "exec", "arguments": {"command": "gen"}, "text": BIG}
+    async with http.post(url, json=body) as r:
+        assert r.status == 200
+        got = await r.json()
+    assert got["reduced"] is True and got["session"] == "mw" and len(got["content"]) < len(BIG) / 10
+    assert got["artifact_id"] in got["content"]
+    async with http.post(url, json=body) as r:
+        assert (await r.json())["content"] == got["content"]  # deterministic: replays match
+    msgs = big_tool_history("mw")
+    msgs[3] = {**msgs[3], "content": got["content"]}
+    assert (await post(http, proxy, chat("mw", msgs)))[0] == 200
+    sent = next(m for m in upstream.chat_requests()[-1].body["messages"] if m["role"] == "tool")
+    assert sent["content"] == got["content"]
+    async with http.get(
+        f"{proxy.url}/tokenpilot/artifacts/{got['artifact_id']}", params={"session": "mw"}
+    ) as r:
+        assert (await r.json())["text"] == BIG
+    small = {**body, "text": "short output"}
+    async with http.post(url, json=small) as r:
+        assert (await r.json()) == {
+            "session": "mw",
+            "reduced": False,
+            "content": "short output",
+            "artifact_id": None,
+        }
+    for bad in ({"tool": "exec", "text": BIG}, {"session": "mw", "text": 5}, [1, 2]):
+        async with http.post(url, json=bad) as r:
+            assert r.status == 400 and (await r.json())["error"]["type"] == "invalid_request_error"

@@ -254,6 +254,7 @@ class Proxy:
         app.router.add_get("/health", self.health)
         app.router.add_get("/tokenpilot/stats", self.stats_view)
         app.router.add_get("/tokenpilot/artifacts/{artifact_id}", self.artifact)
+        app.router.add_post("/tokenpilot/tool-result", self.tool_result)
         app.on_startup.append(lambda _app: self.start())
         app.on_cleanup.append(lambda _app: self.close())
         return app
@@ -615,6 +616,54 @@ class Proxy:
             body["error"] = {"message": result.note, "type": "not_found", "code": "artifact_not_found"}
             return web.json_response(body, status=404)
         return web.json_response(body)
+
+    async def tool_result(self, request: web.Request) -> web.Response:
+        """Reduce a tool output before the host keeps it (the plugin's tool-result middleware).
+
+        Body: `{"session": <OpenClaw sessionId>, "tool": name, "arguments": object or str,
+        "text": the whole output}`. Answers `{"reduced", "content", "artifact_id"}`; the host
+        stores `content` in place of the output, so its replays never differ from the live
+        call, and the original it had not cut yet is what `recall_artifact` returns.
+        """
+        try:
+            body = json.loads(await request.read())
+        except (ValueError, RecursionError) as exc:
+            return json_error(400, f"the body is not valid JSON: {exc}", type_="invalid_request_error")
+        if not isinstance(body, dict):
+            return json_error(400, "the body must be a JSON object", type_="invalid_request_error")
+        session, text, tool = body.get("session"), body.get("text"), body.get("tool", "")
+        for name, value in (("session", session), ("text", text), ("tool", tool)):
+            if not isinstance(value, str) or (name == "session" and not value.strip()):
+                return json_error(
+                    400, f"'{name}' must be a non-empty string" if name == "session" else f"'{name}' must be a string",
+                    type_="invalid_request_error", param=name,
+                )  # fmt: skip
+        args = body.get("arguments")
+        arguments = (
+            args if isinstance(args, str) else json.dumps(args if args is not None else {}, sort_keys=True)
+        )
+        sid = self._recall_session(session)
+        owned, owner = derived_owner(sid)
+        if owned and owner != credential_fingerprint(request.headers):
+            return json_error(403, f"session {sid} belongs to other credentials", type_="permission_error",
+                              code="session_forbidden", param="session")  # fmt: skip
+        try:
+            got = await asyncio.to_thread(
+                self.pilot.reduce_tool_output, text, tool, arguments, session_id=sid
+            )
+        except OSError as exc:  # a full disk: the host keeps its own handling of the output
+            log.error("tokenpilot: session %s: could not store a tool output: %s", sid, exc)
+            return json_error(503, f"the artifact store cannot keep the output: {exc}", type_="server_error",
+                              code="store_unavailable")  # fmt: skip
+        self._dirty.add(sid)
+        return web.json_response(
+            {
+                "session": sid,
+                "reduced": got.artifact_id is not None,
+                "content": got.text,
+                "artifact_id": got.artifact_id,
+            }
+        )
 
     def _recall_session(self, session: str) -> str:
         """The session a recall's `session` names: a derived id as is, else the first known candidate."""

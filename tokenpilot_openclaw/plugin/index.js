@@ -108,6 +108,72 @@ function recallTool(api, settings, ctx) {
   };
 }
 
+// -- tool results, before OpenClaw cuts them ------------------------------------------
+// OpenClaw hands a middleware at most this many chars per text block (it cuts, with no
+// marker) and refuses a result with a longer block.
+export const MIDDLEWARE_TEXT_CAP = 100000;
+// Smaller outputs stay as they are: OpenClaw does not cut them, and the proxy would not.
+export const SEND_OVER_CHARS = 2000;
+
+export async function reduceToolResult(api, settings, event, ctx) {
+  if (!event || event.toolName === RECALL_TOOL.name) return undefined; // recalled text reaches the model as is
+  const blocks = event.result?.content;
+  if (!Array.isArray(blocks) || blocks.length === 0) return undefined;
+  if (!blocks.every((b) => b?.type === "text" && typeof b.text === "string")) return undefined; // images: the proxy
+  const sessionId = ctx?.sessionId;
+  if (!sessionId) return undefined;
+  const text = blocks.length === 1 ? blocks[0].text : blocks.map((b) => b.text).join("\n");
+  if (text.length <= SEND_OVER_CHARS) return undefined;
+  const details = event.result.details;
+  const cutByOpenClaw = text.length >= MIDDLEWARE_TEXT_CAP || details?.truncated === true;
+  const headers = { "Content-Type": "application/json", Accept: "application/json" };
+  if (settings.authToken) headers.Authorization = `Bearer ${settings.authToken}`;
+  const res = await fetch(`${settings.proxyUrl}/tokenpilot/tool-result`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ session: sessionId, tool: event.toolName ?? "", arguments: event.args ?? {}, text }),
+    signal: AbortSignal.timeout(settings.timeoutMs),
+  });
+  const body = await res.json().catch(() => null);
+  if (!res.ok) {
+    warn(api, `the proxy did not reduce a ${event.toolName} output: HTTP ${res.status} ${body?.error?.message ?? ""}`);
+    return undefined;
+  }
+  if (!body?.reduced || typeof body.content !== "string") return undefined;
+  let content = body.content;
+  if (cutByOpenClaw) {
+    content += `\n[tokenpilot: OpenClaw passed on only the first ${MIDDLEWARE_TEXT_CAP.toLocaleString("en-US")} chars of this output; the rest was not kept]`;
+  }
+  if (content.length > MIDDLEWARE_TEXT_CAP) return undefined;
+  const kept = details && typeof details === "object" && !Array.isArray(details) ? { ...details } : {};
+  delete kept.aggregated; // exec repeats its whole output there
+  return {
+    result: {
+      content: [{ type: "text", text: content }],
+      details: { ...kept, tokenpilot: { artifactId: body.artifact_id, originalChars: text.length, cutByOpenClaw } },
+    },
+  };
+}
+
+function registerToolResultMiddleware(api, settings) {
+  if (typeof api.registerAgentToolResultMiddleware !== "function") return; // an OpenClaw without it
+  try {
+    api.registerAgentToolResultMiddleware(
+      async (event, ctx) => {
+        try {
+          return await reduceToolResult(api, settings, event, ctx);
+        } catch (err) {
+          warn(api, `tool-result middleware: ${err?.message ?? err}; OpenClaw keeps the output its own way`);
+          return undefined;
+        }
+      },
+      { runtimes: ["openclaw"] },
+    );
+  } catch (err) {
+    warn(api, `cannot register the tool-result middleware: ${err?.message ?? err}`);
+  }
+}
+
 // -- context engine ----------------------------------------------------------------
 function estimateTokens(messages) {
   try {
@@ -172,6 +238,7 @@ export function createEngine(api) {
 // -- entry -------------------------------------------------------------------------
 export default function register(api) {
   const settings = settingsOf(api);
+  registerToolResultMiddleware(api, settings);
   api.registerTool((ctx) => recallTool(api, settings, ctx), { name: RECALL_TOOL.name });
   api.registerContextEngine(PLUGIN_ID, () => createEngine(api));
 }
