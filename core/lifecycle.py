@@ -203,6 +203,7 @@ class Lifecycle:
         self._records: dict[tuple[str, int], TurnRecord] = {}
         self._bundles: dict[tuple[str, int, int], BundleRecord] = {}
         self._trigger_mark = 0  # complete turns when the last run started
+        self._mark_turn: str | None = None  # id of the last of them, to notice a rewritten history
         self._covered = 0  # complete turns that a successful run has seen
         self._calls = 0
         self._ready: list[_Result] = []
@@ -227,6 +228,13 @@ class Lifecycle:
             n = 0
             while n < len(turns) and turns[n].complete:
                 n += 1
+            mark = self._trigger_mark
+            if mark and (n < mark or (self._mark_turn and turns[mark - 1].turn_id != self._mark_turn)):
+                # The caller rewrote the history (its own compaction, an edit): the old
+                # batch count means nothing now. Without this, no batch would fire
+                # again until the new history outgrew the old one.
+                self._trigger_mark = self._covered = 0
+                self._generation += 1  # a run in flight judged the old history: drop its result
             if n - self._trigger_mark < batch:
                 return
             if self._inflight is not None and not self._inflight.done():
@@ -249,6 +257,7 @@ class Lifecycle:
             # batch of later turns as evidence before it can go.
             keep_from = turns[min(self._trigger_mark, n - 1)].start
             self._trigger_mark = n
+            self._mark_turn = turns[n - 1].turn_id
             job = (view, n, keep_from, self._generation)
             if self.config.schedule == "manual":
                 self._pending = job  # a newer batch replaces an unrun older one: its view covers both
@@ -481,6 +490,7 @@ class Lifecycle:
                 "config": self.config.to_dict(),
                 "registry": self.registry.to_dict(),
                 "triggerMark": self._covered if inflight else self._trigger_mark,
+                "markTurn": None if inflight else self._mark_turn,
                 "covered": self._covered,
                 "calls": self._calls,
                 "ready": [{"delta": r.delta, "upto": r.upto, "keepFrom": r.keep_from} for r in self._ready],
@@ -500,6 +510,7 @@ class Lifecycle:
             self._segmenter = TurnSegmenter()
             self._records.clear()
             self._trigger_mark = int(d["triggerMark"])
+            self._mark_turn = d.get("markTurn")
             self._covered = int(d["covered"])
             self._calls = int(d["calls"])
             self._ready = [_Result(dict(r["delta"]), int(r["upto"]), int(r["keepFrom"])) for r in d["ready"]]
