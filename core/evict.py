@@ -135,13 +135,19 @@ def _describe_call(messages: Sequence[Message], turn: Turn) -> str:
     return ", ".join(parts) or "turn"
 
 
-def segment_stub_text(items: Sequence[str], start: int, end: int, artifact_id: str) -> str:
+def segment_stub_text(
+    items: Sequence[str], start: int, end: int, artifact_id: str, why: str = "no longer needed"
+) -> str:
     """The one line that stands in for tool bundles a segment rule retired."""
     shown = "; ".join(items)
     return (
-        f"[tokenpilot: evicted {len(items)} tool result(s) no longer needed: {shown}. "
+        f"[tokenpilot: evicted {len(items)} tool result(s) {why}: {shown}. "
         f'Messages {start}..{end - 1}; recall_artifact(artifact_id="{artifact_id}") returns them all]'
     )
+
+
+def _is_window(reason: str) -> bool:
+    return reason.startswith("window")
 
 
 def _linked_groups(messages: Sequence[Message], turns: Sequence[Turn]) -> list[int]:
@@ -262,13 +268,20 @@ def plan_eviction(
         stub_msg = None
         if stub and rule:
             items = []
-            for t in run:
-                what = f"{_describe_call(messages, turns[t])} ({retired[t]})"
+            windowed = [_is_window(retired[t]) for t in run]
+            for t, win in zip(run, windowed):
+                # The window's reason is the same for every bundle: said once, in the header.
+                what = _describe_call(messages, turns[t]) + ("" if win else f" ({retired[t]})")
                 if len(run) > 1:  # each bundle also on its own, so a recall brings back only what is needed
                     one = archive(canonical_json([dict(m) for m in messages[span_start(t) : turns[t].end]]))
                     what += f" = {one}"
                 items.append(what)
-            stub_msg = {"role": "user", "content": segment_stub_text(items, start, end, aid)}
+            why = "no longer needed"
+            if all(windowed):
+                why = retired[run[0]].replace("window: ", "from ", 1)
+            elif any(windowed):
+                why = f"no longer needed or {retired[run[windowed.index(True)]].replace('window: ', '', 1)}"
+            stub_msg = {"role": "user", "content": segment_stub_text(items, start, end, aid, why)}
         elif stub:
             task = tasks[task_ids[0]]
             outcome = "; ".join(task.completion_evidence) or task.lifecycle

@@ -48,9 +48,17 @@ from .evict import (
     should_evict,
 )
 from .registry import TaskRegistry
-from .segments import BundleRecord, SegmentRules, bundle_record, evictable_bundles, rule_of
+from .segments import (
+    BundleRecord,
+    SegmentRules,
+    WindowRule,
+    bundle_record,
+    evictable_bundles,
+    rule_of,
+    window_bundles,
+)
 from .tokens import message_tokens
-from .turns import Turn, TurnSegmenter
+from .turns import Turn, TurnSegmenter, tool_calls_of
 
 log = logging.getLogger("tokenpilot")
 
@@ -85,6 +93,10 @@ class LifecycleConfig:
     cache_profile: str = "openai"
     """Provider cache the gate prices a re-prefill for: a cache write costs the
     profile's multiple of an uncached token (Anthropic 1.25x, OpenAI 1x)."""
+    window: WindowRule | None = field(default_factory=WindowRule)
+    """The window rule (see `segments.WindowRule`): once the rendered history passes
+    `trigger_tokens`, every tool bundle but the last `keep_calls` calls' goes in one cut,
+    gated like the rest, and the next cut waits for the trigger again. None: off."""
 
     def __post_init__(self) -> None:
         if self.batch_turns is not None and (
@@ -120,6 +132,7 @@ class LifecycleConfig:
             "max_view_turns": self.max_view_turns,
             "segments": self.segments.to_dict() if self.segments is not None else None,
             "cache_profile": self.cache_profile,
+            "window": self.window.to_dict() if self.window is not None else None,
         }
 
     @classmethod
@@ -139,6 +152,8 @@ class LifecycleConfig:
             d["prices"] = Prices(**d["prices"])
         if "segments" in d:
             d["segments"] = SegmentRules.from_dict(d["segments"]) if d["segments"] is not None else None
+        if d.get("window") is not None:
+            d["window"] = WindowRule.from_dict(d["window"])
         return cls(**d)
 
 
@@ -202,7 +217,9 @@ class Lifecycle:
         self._segmenter = TurnSegmenter()
         self._records: dict[tuple[str, int], TurnRecord] = {}
         self._bundles: dict[tuple[str, int, int], BundleRecord] = {}
+        self._turn_tokens: dict[tuple[str, int, int], tuple[int, ...]] = {}  # per message of the turn
         self._trigger_mark = 0  # complete turns when the last run started
+        self._mark_turn: str | None = None  # id of the last of them, to notice a rewritten history
         self._covered = 0  # complete turns that a successful run has seen
         self._calls = 0
         self._ready: list[_Result] = []
@@ -227,6 +244,13 @@ class Lifecycle:
             n = 0
             while n < len(turns) and turns[n].complete:
                 n += 1
+            mark = self._trigger_mark
+            if mark and (n < mark or (self._mark_turn and turns[mark - 1].turn_id != self._mark_turn)):
+                # The caller rewrote the history (its own compaction, an edit): the old
+                # batch count means nothing now. Without this, no batch would fire
+                # again until the new history outgrew the old one.
+                self._trigger_mark = self._covered = 0
+                self._generation += 1  # a run in flight judged the old history: drop its result
             if n - self._trigger_mark < batch:
                 return
             if self._inflight is not None and not self._inflight.done():
@@ -249,6 +273,7 @@ class Lifecycle:
             # batch of later turns as evidence before it can go.
             keep_from = turns[min(self._trigger_mark, n - 1)].start
             self._trigger_mark = n
+            self._mark_turn = turns[n - 1].turn_id
             job = (view, n, keep_from, self._generation)
             if self.config.schedule == "manual":
                 self._pending = job  # a newer batch replaces an unrun older one: its view covers both
@@ -373,6 +398,9 @@ class Lifecycle:
         self._ready.clear()
         turns = self._segmenter.update(messages)
         bundles = self._retired_bundles(messages, turns)
+        window = self._window_bundles(messages, turns)
+        if window:  # one pass with the rules; a rule's reason is the more precise
+            bundles = {**window, **bundles}
 
         def plan_with(archive: Callable[[str], str], from_index: int = 0) -> EvictionPlan:
             return plan_eviction(
@@ -429,6 +457,29 @@ class Lifecycle:
             records.append(rec)
         return evictable_bundles(records, rules)
 
+    def _window_bundles(self, messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, str]:
+        """Turn index -> reason, for the turns the window rule evicts now."""
+        rule = self.config.window
+        if rule is None or len(turns) <= rule.keep_calls:
+            return {}
+        rendered = self._rendered_tokens(messages, turns)
+        calls = [bool(tool_calls_of(messages[assistant_index(messages, t)])) for t in turns]
+        return window_bundles(calls, rule, rendered)
+
+    def _rendered_tokens(self, messages: Sequence[Message], turns: Sequence[Turn]) -> int:
+        """Tokens of the history as the current plan renders it (memoised per turn)."""
+        first = turns[0].start if turns else len(messages)
+        total = sum(message_tokens(messages[k]) for k in range(first) if k not in self._drop)
+        for t in turns:
+            key = (t.turn_id, t.start, t.end)
+            counts = self._turn_tokens.get(key)
+            if counts is None:
+                counts = tuple(message_tokens(messages[k]) for k in range(t.start, t.end))
+                if t.complete:
+                    self._turn_tokens[key] = counts
+            total += sum(n for k, n in zip(range(t.start, t.end), counts) if k not in self._drop)
+        return total + sum(message_tokens(m) for ms in self._stubs.values() for m in ms)
+
     def _best_cut(self, messages: Sequence[Message], plan: EvictionPlan) -> tuple[Any, int]:
         """The cost gate over every possible cut: evicting only the segments from a
         later start on re-prefills less. Returns the decision with the largest net
@@ -481,6 +532,7 @@ class Lifecycle:
                 "config": self.config.to_dict(),
                 "registry": self.registry.to_dict(),
                 "triggerMark": self._covered if inflight else self._trigger_mark,
+                "markTurn": None if inflight else self._mark_turn,
                 "covered": self._covered,
                 "calls": self._calls,
                 "ready": [{"delta": r.delta, "upto": r.upto, "keepFrom": r.keep_from} for r in self._ready],
@@ -500,6 +552,7 @@ class Lifecycle:
             self._segmenter = TurnSegmenter()
             self._records.clear()
             self._trigger_mark = int(d["triggerMark"])
+            self._mark_turn = d.get("markTurn")
             self._covered = int(d["covered"])
             self._calls = int(d["calls"])
             self._ready = [_Result(dict(r["delta"]), int(r["upto"]), int(r["keepFrom"])) for r in d["ready"]]

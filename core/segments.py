@@ -19,6 +19,10 @@ the records and says which bundles may go, and why:
   never named again.
 - **stale output**: a large result whose identifiers the agent has not used for
   `stale_after_turns` turns.
+- **window** (`WindowRule`, off unless configured): once the rendered history passes
+  `trigger_tokens`, every bundle older than the last `keep_calls` calls goes in one
+  pass. The next cut waits until the history grows past the trigger again, so a
+  long tool loop costs one cache break per cut (a sawtooth), not one per call.
 
 *Use* is what the agent and the user say and do: paths, file names and identifiers
 in user text, assistant text and tool-call arguments (a use named in words counts).
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._canonical import canonical_json
+from .errors import ConfigError
 from .estimator import FAILED_RE, extract_refs
 from .ingest import DEDUP_NOTE
 from .tokens import message_tokens
@@ -114,6 +119,58 @@ class SegmentRules:
             or self.consumed_listings
             or self.stale_after_turns is not None
         )
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRule:
+    """The window rule: a sticky cut of everything but the last calls, when the history is large.
+
+    `trigger_tokens`: the rule fires when the rendered history (the managed messages
+    after eviction, stubs included; not the system prompt or the tool list) is larger.
+    `keep_calls`: the last this many calls (turns: one assistant message and its
+    results) stay; every older tool bundle goes, the user's words stay.
+    `text_turns`: also evict older turns without tool calls (the assistant's own
+    answers); off: they stay, small and often what later turns quote.
+
+    The defaults come from the README's sweep on the Claude Code sessions
+    (`tokenpilot bench ../shared/traces/claude_code_spotter --ablation`).
+    """
+
+    trigger_tokens: int = 60_000
+    keep_calls: int = 5
+    text_turns: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("trigger_tokens", "keep_calls"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"window {name} must be a positive integer, not {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trigger_tokens": self.trigger_tokens,
+            "keep_calls": self.keep_calls,
+            "text_turns": self.text_turns,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> WindowRule:
+        return cls(**dict(d))
+
+
+def window_bundles(
+    has_calls: Sequence[bool], rule: WindowRule | None, rendered_tokens: int
+) -> dict[int, str]:
+    """Turn index -> reason, for the turns the window rule evicts now (none below the trigger).
+
+    `has_calls[i]`: turn i made a tool call. Turns already evicted are left to
+    `plan_eviction`, which never plans a turn twice.
+    """
+    if rule is None or rendered_tokens <= rule.trigger_tokens:
+        return {}
+    n = len(has_calls) - rule.keep_calls
+    reason = f"window: before the last {rule.keep_calls} calls"
+    return {i: reason for i in range(max(n, 0)) if has_calls[i] or rule.text_turns}
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +323,7 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
     )
 
 
-RULES = ("superseded read", "superseded command", "consumed listing", "stale output")
+RULES = ("superseded read", "superseded command", "consumed listing", "stale output", "window")
 
 
 def rule_of(reason: str) -> str:

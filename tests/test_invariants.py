@@ -15,6 +15,7 @@ from tokenpilot._canonical import canonical_json
 from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.evict import validate_pairing
 from tokenpilot.lifecycle import LifecycleConfig
+from tokenpilot.segments import WindowRule
 
 SETTINGS = settings(
     max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -34,8 +35,15 @@ def _global() -> TokenPilot:
     return TokenPilot(lifecycle=False)
 
 
-def _evicting(b: int = 1) -> TokenPilot:
-    return TokenPilot(lifecycle=LifecycleConfig(batch_turns=b, schedule="inline", cost_gate=False))
+# A window small enough to fire in these short sessions (the default's 60k never would).
+SMALL_WINDOW = WindowRule(trigger_tokens=300, keep_calls=2)
+
+
+def _evicting(b: int = 1, windowed: bool = False) -> TokenPilot:
+    window = SMALL_WINDOW if windowed else LifecycleConfig().window
+    return TokenPilot(
+        lifecycle=LifecycleConfig(batch_turns=b, schedule="inline", cost_gate=False, window=window)
+    )
 
 
 @SETTINGS
@@ -71,10 +79,14 @@ def test_i1_holds_across_a_date_change(msgs):
 
 
 @SETTINGS
-@given(session())
-def test_i2_deterministic_across_instances(msgs):
-    a = [_bytes(p) + canonical_json(p.messages[p.tail_start :]) for p in _replay(_evicting(), msgs)]
-    b = [_bytes(p) + canonical_json(p.messages[p.tail_start :]) for p in _replay(_evicting(), msgs)]
+@given(session(), st.booleans())
+def test_i2_deterministic_across_instances(msgs, windowed):
+    a = [
+        _bytes(p) + canonical_json(p.messages[p.tail_start :]) for p in _replay(_evicting(1, windowed), msgs)
+    ]
+    b = [
+        _bytes(p) + canonical_json(p.messages[p.tail_start :]) for p in _replay(_evicting(1, windowed), msgs)
+    ]
     assert a == b
     # no absolute temp path of the store leaks into model-visible text
     assert "tokenpilot-artifacts-" not in a[-1]
@@ -110,9 +122,9 @@ def test_i3_nothing_lost(msgs):
 
 
 @SETTINGS
-@given(session())
-def test_i4_valid_requests(msgs):
-    for p in _replay(_evicting(), msgs):  # after every purge, too
+@given(session(), st.booleans())
+def test_i4_valid_requests(msgs, windowed):
+    for p in _replay(_evicting(1, windowed), msgs):  # after every purge, too
         assert validate_pairing(p.messages) == []
     for m in p.messages:
         for c in m.get("tool_calls") or []:
@@ -134,11 +146,12 @@ def test_i5_only_the_environment_is_reduced(msgs):
 
 
 @SETTINGS
-@given(session())
-def test_i1_i6_prefix_breaks_only_at_evictions_and_evicted_content_recoverable(msgs):
+@given(session(), st.booleans())
+def test_i1_i6_prefix_breaks_only_at_evictions_and_evicted_content_recoverable(msgs, windowed):
     """With eviction every turn, the stable part still only grows, except when a plan
-    changes; each such break is counted and said to be an eviction; stubs recall exactly."""
-    tp = _evicting(1)
+    changes; each such break is counted and said to be an eviction; stubs recall exactly,
+    and each per-bundle id in a stub recalls that bundle (the window rule's too)."""
+    tp = _evicting(1, windowed)
     prev, breaks = None, 0
     for p in _replay(tp, msgs):
         cur = _bytes(p)
@@ -150,17 +163,17 @@ def test_i1_i6_prefix_breaks_only_at_evictions_and_evicted_content_recoverable(m
         prev = cur
         for m in p.messages:
             if isinstance(m.get("content"), str) and m["content"].startswith("[tokenpilot: evicted"):
-                aid = _ART.findall(m["content"])[0]
-                evicted = json.loads(tp.recall(aid, session_id="s").text)
-                assert isinstance(evicted, list) and evicted
-                for e in evicted:  # the original, or its reduced form pointing at the original
-                    assert e in msgs or _ART.search(canonical_json(e))
+                for aid in _ART.findall(m["content"]):
+                    evicted = json.loads(tp.recall(aid, session_id="s").text)
+                    assert isinstance(evicted, list) and evicted
+                    for e in evicted:  # the original, or its reduced form pointing at the original
+                        assert e in msgs or _ART.search(canonical_json(e))
     assert p.stats.prefix_breaks == breaks
 
 
 @SETTINGS
-@given(session(), st.integers(0, 60))
-def test_i1_restart_at_any_call_renders_the_same_bytes(msgs, crash_at):
+@given(session(), st.integers(0, 60), st.booleans())
+def test_i1_restart_at_any_call_renders_the_same_bytes(msgs, crash_at, windowed):
     """A process that dies after any call and is restored from its last saved state
     renders every later call byte for byte as an uninterrupted one, breaks counted alike."""
 
@@ -173,7 +186,7 @@ def test_i1_restart_at_any_call_renders_the_same_bytes(msgs, crash_at):
         )
 
     with tempfile.TemporaryDirectory() as d:
-        steady = _evicting(1)
+        steady = _evicting(1, windowed)
         restarted = TokenPilot(store=ArtifactStore(d), lifecycle=steady.lifecycle_config)
         points = call_points(msgs)
         crash_at %= len(points)

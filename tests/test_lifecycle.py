@@ -15,6 +15,7 @@ from tokenpilot.errors import ConfigError
 from tokenpilot.estimator import EstimatorView, OfflineEstimator
 from tokenpilot.lifecycle import Lifecycle, LifecycleConfig, RenderPlan
 from tokenpilot.pairing import validate_pairing
+from tokenpilot.turns import segment_turns
 
 TOPICS = [
     ("Write a haiku about autumn leaves into poem.txt", "poem.txt"),
@@ -431,6 +432,26 @@ def test_rewritten_history_invalidates_stale_segments():
     assert new_plan.drop == frozenset() and new_plan.version == plan.version + 2
     assert lc.stats["segments_invalidated"] == len(plan.stubs)
     assert new_plan.apply(other) == other
+
+
+def test_batches_fire_again_after_the_caller_compacts_its_history():
+    """A compaction (Claude Code's own, say) replaces a long history with a short one:
+    batches count from the new history, not from the old one's length."""
+    lc, est = make(batch=3)
+    long = unrelated_session(5)  # 15 turns
+    drive(lc, long)
+    runs = len(est.views)
+    compacted = Session()
+    compacted.user("Summary of the earlier work: five files written.")
+    for i in range(3):
+        compacted.call("read", {"path": f"next_{i}.txt"}, "data")
+    renders, _ = drive(lc, compacted)
+    assert len(est.views) == runs + 1  # the new history's first batch ran
+    newest = est.views[-1].new_turns
+    assert [r.turn_id for r in newest] == [t.turn_id for t in segment_turns(compacted.msgs)][-len(newest) :]
+    # The same history, unchanged, does not start over.
+    lc.observe(compacted.msgs)
+    assert len(est.views) == runs + 1
 
 
 def test_manual_schedule_waits_for_the_host():

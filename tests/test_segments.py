@@ -4,21 +4,25 @@ and whole-session properties (I1, I3, I4, I6) with bundle eviction on."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from builders import DictArchive, Session
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tokenpilot.errors import ConfigError
 from tokenpilot.estimator import OfflineEstimator
 from tokenpilot.lifecycle import Lifecycle, LifecycleConfig
 from tokenpilot.pairing import validate_pairing
 from tokenpilot.segments import (
     SegmentRules,
+    WindowRule,
     _shell,
     bundle_record,
     evictable_bundles,
     rule_of,
+    window_bundles,
 )
 from tokenpilot.turns import segment_turns
 
@@ -174,9 +178,11 @@ def test_shell_commands_are_classified(command, want):
 # ---------------------------------------------------------------------------
 # through the lifecycle
 # ---------------------------------------------------------------------------
-def lifecycle(rules: SegmentRules | None = None, gate: bool = False) -> tuple[Lifecycle, DictArchive]:
+def lifecycle(rules: SegmentRules | None = None, gate: bool = False, **more) -> tuple[Lifecycle, DictArchive]:
     archive = DictArchive()
-    cfg = LifecycleConfig(batch_turns=3, schedule="inline", cost_gate=gate, segments=rules or SegmentRules())
+    cfg = LifecycleConfig(
+        batch_turns=3, schedule="inline", cost_gate=gate, segments=rules or SegmentRules(), **more
+    )
     return Lifecycle(cfg, OfflineEstimator(), archive), archive
 
 
@@ -250,6 +256,125 @@ def test_lifecycle_state_round_trips_with_segment_rules():
 
 
 # ---------------------------------------------------------------------------
+# the window rule
+# ---------------------------------------------------------------------------
+NO_RULES = SegmentRules(False, False, False, None)
+WINDOW = WindowRule(trigger_tokens=5000, keep_calls=3)
+
+
+def reading_session(n: int) -> Session:
+    """One long task: n reads of n different files, each ~1.2k tokens, none ever superseded."""
+    s = Session()
+    s.user("Refactor the whole package")
+    for i in range(n):
+        s.call("read", {"path": f"src/m{i}.py"}, BIG + f"\n# m{i}")
+    return s
+
+
+def test_window_bundles_fire_only_past_the_trigger_and_spare_the_last_calls():
+    calls = [True, True, False, True, True, True]
+    assert window_bundles(calls, WINDOW, 5000) == {}
+    assert window_bundles(calls, None, 10**6) == {}
+    out = window_bundles(calls, WINDOW, 5001)
+    assert set(out) == {0, 1} and rule_of(out[0]) == "window"  # turn 2 has no call; 3..5 are the last 3
+    assert set(window_bundles(calls, WindowRule(5000, 3, text_turns=True), 5001)) == {0, 1, 2}
+    assert window_bundles(calls[:3], WINDOW, 10**6) == {}
+
+
+def test_window_rule_is_validated_and_round_trips():
+    for bad in ({"trigger_tokens": 0}, {"keep_calls": 0}, {"keep_calls": True}, {"trigger_tokens": 1.5}):
+        with pytest.raises(ConfigError):
+            WindowRule(**bad)
+    assert LifecycleConfig().window == WindowRule()  # on by default
+    for window in (None, WindowRule(1234, 7, text_turns=True)):
+        cfg = LifecycleConfig(window=window)
+        assert LifecycleConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
+def test_the_window_cuts_everything_but_the_last_calls_in_one_pass_and_sticks():
+    s = reading_session(16)
+    lc, archive = lifecycle(NO_RULES, window=WINDOW)
+    renders = drive(lc, s)
+    versions = [v for v, _ in renders]
+    first = versions.index(1)
+    before, after = renders[first - 1][1], renders[first][1]
+    assert len(before) == len(s.msgs[: s.points[first - 1]])  # nothing went before the first cut
+    # One pass: one stub stands for every bundle but the last three calls'.
+    stubs = [m for m in after if str(m.get("content", "")).startswith("[tokenpilot: evicted")]
+    assert len(stubs) == 1 and "from before the last 3 calls" in stubs[0]["content"]
+    kept_calls = [m for m in after if m["role"] == "assistant"]
+    assert len(kept_calls) == 3
+    assert after[1] == {"role": "user", "content": "Refactor the whole package"}  # the user's words stay
+    reasons = [r for seg in lc.segments for r in seg.reasons]
+    assert {rule_of(r) for r in reasons} == {"window"} and lc.stats["bundle_reasons"] == {
+        "window": len(reasons)
+    }
+    # The stub names each bundle with its own recall id, and each gives it back byte for byte (I3).
+    seg = lc.segments[0]
+    assert json.loads(archive.data[seg.artifact_id]) == s.msgs[seg.start : seg.end]
+    ids = re.findall(r"= (art_[0-9a-f]{24})", stubs[0]["content"])
+    assert len(ids) == len(seg.reasons) == len(s.msgs[seg.start : seg.end]) // 2
+    for aid in ids:
+        bundle = json.loads(archive.data[aid])
+        assert [m["role"] for m in bundle] == ["assistant", "tool"]
+        k = s.msgs.index(bundle[0])
+        assert s.msgs[k : k + 2] == bundle and seg.start <= k < seg.end
+        assert json.loads(bundle[0]["tool_calls"][0]["function"]["arguments"])["path"] in stubs[0]["content"]
+    # Sticky: the renders extend each other until the history passes the trigger again.
+    for (v1, a), (v2, b) in zip(renders, renders[1:]):
+        if v1 == v2:
+            assert b[: len(a)] == a
+    assert lc.stats["prefix_breaks"] == versions[-1] >= 2  # a sawtooth: one break per cut
+    assert versions[first + 1] == 1
+
+
+def test_the_window_stays_below_the_trigger_and_keeps_answers():
+    s = reading_session(3)
+    s.final("All three modules read.")
+    for i in range(3, 6):
+        s.call("read", {"path": f"src/m{i}.py"}, BIG)
+    lc, _ = lifecycle(NO_RULES, window=WINDOW)
+    drive(lc, s)
+    final = lc.view(s.msgs).apply(s.msgs)
+    assert {"role": "assistant", "content": "All three modules read."} in final  # not a tool bundle
+    small, _ = lifecycle(NO_RULES, window=WindowRule(trigger_tokens=10**6, keep_calls=1))
+    drive(small, s)
+    assert small.segments == []  # below the trigger nothing goes
+
+
+def test_the_cost_gate_still_decides_a_window_cut():
+    s = reading_session(16)
+    lc, _ = lifecycle(NO_RULES, gate=True, window=WINDOW, min_evict_tokens=10**6)
+    drive(lc, s)
+    assert lc.segments == [] and lc.stats["gate_decisions"]  # refused, and said why
+    assert all(not d["evict"] for d in lc.stats["gate_decisions"])
+    lc, _ = lifecycle(NO_RULES, gate=True, window=WINDOW)
+    drive(lc, s)
+    assert lc.segments and any(d["evict"] for d in lc.stats["gate_decisions"])
+
+
+def test_the_window_never_splits_parallel_calls():
+    s = reading_session(8)
+    s.msgs.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": f"par_{k}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+                for k in range(3)
+            ],
+        }
+    )
+    s.msgs += [{"role": "tool", "tool_call_id": f"par_{k}", "content": BIG} for k in range(3)]
+    s.points.append(len(s.msgs))
+    for i in range(8):
+        s.call("read", {"path": f"src/z{i}.py"}, BIG)
+    lc, _ = lifecycle(NO_RULES, window=WINDOW)
+    renders = drive(lc, s)  # validate_pairing on every render
+    assert any(v for v, _ in renders)
+
+
+# ---------------------------------------------------------------------------
 # properties over random coding sessions
 # ---------------------------------------------------------------------------
 _ACTIONS = st.lists(
@@ -285,11 +410,16 @@ def random_session(actions) -> Session:
 
 
 @settings(max_examples=150, deadline=None)
-@given(actions=_ACTIONS, gate=st.booleans(), k=st.sampled_from([2, 4, 8]))
-def test_property_invariants_hold_with_segment_eviction(actions, gate, k):
+@given(
+    actions=_ACTIONS,
+    gate=st.booleans(),
+    k=st.sampled_from([2, 4, 8]),
+    window=st.sampled_from([None, WindowRule(1500, 2), WindowRule(4000, 4, text_turns=True)]),
+)
+def test_property_invariants_hold_with_segment_eviction(actions, gate, k, window):
     s = random_session(actions)
     lc, archive = lifecycle(
-        SegmentRules(stale_after_turns=k, stale_min_tokens=50, min_age_turns=1), gate=gate
+        SegmentRules(stale_after_turns=k, stale_min_tokens=50, min_age_turns=1), gate=gate, window=window
     )
     renders = drive(lc, s)  # I4 checked on every render
     for (v1, a), (v2, b) in zip(renders, renders[1:]):

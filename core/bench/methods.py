@@ -389,13 +389,14 @@ _RULE_FIELDS = {
 
 def ablation_methods() -> list[Method]:
     """Vanilla, TokenPilot, and TokenPilot with one thing taken away each: every segment
-    rule, all of them (whole tasks only, as in the paper), compact line numbers, the
-    segment-aware gate's minimum; then the batch sweep (B = 1, 5, ∞)."""
+    rule, the window rule, all segment rules (whole tasks only, as in the paper), compact
+    line numbers, the segment-aware gate's minimum; then the batch sweep (B = 1, 5, ∞)."""
     full = SegmentRules()
     methods: list[Method] = [Vanilla(), TokenPilotMethod(name="tokenpilot")]
     for rule, off in _RULE_FIELDS.items():
         methods.append(TokenPilotMethod(segments=replace(full, **off), name=f"tokenpilot_no_{rule}"))
-    methods.append(TokenPilotMethod(segments=None, name="tokenpilot_tasks_only"))
+    methods.append(TokenPilotMethod(lifecycle={"window": None}, name="tokenpilot_no_window"))
+    methods.append(TokenPilotMethod(segments=None, lifecycle={"window": None}, name="tokenpilot_tasks_only"))
     methods.append(
         TokenPilotMethod(config=Config(line_numbers="strip"), name="tokenpilot_strip_line_numbers")
     )
