@@ -420,7 +420,6 @@ class TokenPilot:
             if entry.artifact_id:
                 reduced += 1
             s.entries.append(entry)
-        self._keep_unchanged(s, n, before)
         unstored = sum(1 for e in s.entries if e.unstored is not None)
         if store_errors:
             warnings.append(
@@ -553,14 +552,6 @@ class TokenPilot:
         before = s.entries[first:n]
         self._truncate(s, first, keep_updates=True)  # same messages again: update notes stay
         return first, before
-
-    @staticmethod
-    def _keep_unchanged(s: Session, start: int, before: list[_Entry]) -> None:
-        """Re-ingested messages whose frozen form did not change keep the same object, so
-        their render keys do not change and no prefix break is counted for them."""
-        for old, new in zip(before, s.entries[start:]):
-            if new.frozen == old.frozen:
-                new.frozen = old.frozen
 
     def _passthrough_entry(self, msg: Any) -> _Entry:
         if isinstance(msg, Mapping):
