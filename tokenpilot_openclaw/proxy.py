@@ -585,16 +585,8 @@ class Proxy:
                 )
         pattern = q.get("pattern") or None
         sid = self._recall_session(session)
-        owned, owner = derived_owner(sid)
-        if owned and owner != credential_fingerprint(request.headers):
-            return json_error(
-                403,
-                f"session {sid} was derived from a conversation sent with other credentials: its "
-                "artifacts go only to a caller with the same Authorization / x-api-key header",
-                type_="permission_error",
-                code="session_forbidden",
-                param="session",
-            )
+        if (refused := _foreign_derived(sid, request.headers)) is not None:
+            return refused
         result = await asyncio.to_thread(
             self.pilot.recall,
             request.match_info["artifact_id"],
@@ -626,9 +618,9 @@ class Proxy:
         call, and the original it had not cut yet is what `recall_artifact` returns.
         """
         try:
-            body = json.loads(await request.read())
-        except (ValueError, RecursionError) as exc:
-            return json_error(400, f"the body is not valid JSON: {exc}", type_="invalid_request_error")
+            body = wire.parse_body(await request.read())
+        except wire.BadRequest as exc:
+            return json_error(400, str(exc), type_="invalid_request_error", code=exc.code)
         if not isinstance(body, dict):
             return json_error(400, "the body must be a JSON object", type_="invalid_request_error")
         session, text, tool = body.get("session"), body.get("text"), body.get("tool", "")
@@ -643,10 +635,8 @@ class Proxy:
             args if isinstance(args, str) else json.dumps(args if args is not None else {}, sort_keys=True)
         )
         sid = self._recall_session(session)
-        owned, owner = derived_owner(sid)
-        if owned and owner != credential_fingerprint(request.headers):
-            return json_error(403, f"session {sid} belongs to other credentials", type_="permission_error",
-                              code="session_forbidden", param="session")  # fmt: skip
+        if (refused := _foreign_derived(sid, request.headers)) is not None:
+            return refused
         try:
             got = await asyncio.to_thread(
                 self.pilot.reduce_tool_output, text, tool, arguments, session_id=sid
@@ -672,6 +662,21 @@ class Proxy:
         candidates = recall_candidates(session)
         known = set(self.stats) | set(self.pilot.session_ids)
         return next((sid for sid in candidates if sid in known), candidates[0])
+
+
+def _foreign_derived(sid: str, headers: Mapping[str, str]) -> web.Response | None:
+    """A 403 when `sid` is a derived session of other credentials (its artifacts are theirs)."""
+    owned, owner = derived_owner(sid)
+    if not owned or owner == credential_fingerprint(headers):
+        return None
+    return json_error(
+        403,
+        f"session {sid} was derived from a conversation sent with other credentials: its "
+        "artifacts go only to a caller with the same Authorization / x-api-key header",
+        type_="permission_error",
+        code="session_forbidden",
+        param="session",
+    )
 
 
 def _chat_body(raw: bytes) -> dict[str, Any]:
