@@ -175,6 +175,22 @@ def stable_prompt(body: dict[str, Any]) -> str:
     return prompt_text({**body, "messages": msgs})
 
 
+def _env(home: Path, node_bin: Path, openclaw: Path, *first_on_path: Path) -> dict[str, str]:
+    """An isolated OpenClaw environment: its own HOME, Node 24 and openclaw on PATH, offline."""
+    path = ":".join(str(p) for p in (*first_on_path, node_bin, openclaw.parent))
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "PATH": f"{path}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "OPENCLAW_NO_AUTO_UPDATE": "1",
+        "OPENCLAW_OFFLINE": "1",
+        "PYTHONPATH": str(REPO),
+    }
+    env.pop("OPENCLAW_CONFIG_PATH", None)
+    env.pop("OPENCLAW_STATE_DIR", None)
+    return env
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -236,16 +252,7 @@ def test_openclaw_through_tokenpilot(tmp_path):
     node_bin, openclaw = _ensure_tools()
     home = tmp_path / "home"
     home.mkdir()
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "PATH": f"{node_bin}:{openclaw.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "OPENCLAW_NO_AUTO_UPDATE": "1",
-        "OPENCLAW_OFFLINE": "1",
-        "PYTHONPATH": str(REPO),
-    }
-    env.pop("OPENCLAW_CONFIG_PATH", None)
-    env.pop("OPENCLAW_STATE_DIR", None)
+    env = _env(home, node_bin, openclaw)
     loop = LoopThread()
     upstream = FakeUpstream(responder=responder, models=(MODEL,))
     try:
@@ -403,16 +410,7 @@ def test_readme_openclaw_commands_run_as_written(tmp_path):
     try:
         url = loop.run(upstream.start())
         script = "set -e\n" + "\n".join(line.replace("https://api.openai.com/v1", url) for line in lines[1:])
-        env = {
-            **os.environ,
-            "HOME": str(home),
-            "PATH": f"{Path(sys.executable).parent}:{node_bin}:{openclaw.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-            "OPENCLAW_NO_AUTO_UPDATE": "1",
-            "OPENCLAW_OFFLINE": "1",
-            "PYTHONPATH": str(REPO),
-        }
-        env.pop("OPENCLAW_CONFIG_PATH", None)
-        env.pop("OPENCLAW_STATE_DIR", None)
+        env = _env(home, node_bin, openclaw, Path(sys.executable).parent)  # `tokenpilot` first
         res = _run(["bash", "-c", script], env=env, cwd=tmp_path, timeout=400)
         log = home / ".openclaw" / "logs" / "tokenpilot-serve.log"
         assert res.returncode == 0, (
@@ -450,20 +448,6 @@ def big_log_responder(body: dict[str, Any]) -> Reply:
         args = {"artifact_id": found.group(0), "start_line": start, "end_line": end}
         return Reply("", (ToolCall("recall_artifact", args),))
     return Reply("done: " + _text(results[-1]).splitlines()[-1][:80])
-
-
-def _env(home: Path, node_bin: Path, openclaw: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "PATH": f"{node_bin}:{openclaw.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "OPENCLAW_NO_AUTO_UPDATE": "1",
-        "OPENCLAW_OFFLINE": "1",
-        "PYTHONPATH": str(REPO),
-    }
-    env.pop("OPENCLAW_CONFIG_PATH", None)
-    env.pop("OPENCLAW_STATE_DIR", None)
-    return env
 
 
 def _turn(openclaw: Path, env: dict[str, str], cwd: Path, session: str, message: str) -> None:
