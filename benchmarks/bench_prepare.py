@@ -28,7 +28,7 @@ def history(n: int) -> tuple[list[dict], list[dict], str]:
     """n messages of a real Claude Code session when available, else a synthetic one."""
     src = SHARED / "traces" / "claude_code_spotter"
     if src.exists():
-        from tokenpilot.traces import load
+        from tokenpilot.measure.traces import load
 
         longest = max(load(src), key=lambda s: len(s.messages))
         msgs = list(longest.messages)

@@ -1,4 +1,4 @@
-"""`tokenpilot` command line: bench, calibrate, compact; serve/openclaw when installed."""
+"""`tokenpilot` command line: bench, calibrate, compact; adapters add theirs (serve, openclaw)."""
 
 from __future__ import annotations
 
@@ -7,24 +7,25 @@ import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import __version__
-from .cachesim import get_profile
 from .errors import ConfigError, TokenPilotError
+from .measure.cachesim import get_profile
 from .pricing import Prices
 
 console = Console()
 
 
 def _trace_sets(paths: Sequence[str], seed: int, sessions: int) -> dict[str, list]:
-    from .traces import load
+    from .measure.traces import load
 
     if not paths:
-        from .workload import generate
+        from .measure.workload import generate
 
         return {"default workload": generate(seed=seed, sessions=sessions)}
     sets: dict[str, list] = {}
@@ -38,11 +39,19 @@ def _trace_sets(paths: Sequence[str], seed: int, sessions: int) -> dict[str, lis
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import count_calls, default_methods, markdown, print_table, run_bench, write_json, write_plots
-    from .bench.methods import ablation_methods, method_names
+    from .measure.bench import (
+        count_calls,
+        default_methods,
+        markdown,
+        print_table,
+        run_bench,
+        write_json,
+        write_plots,
+    )
+    from .measure.bench.methods import ablation_methods, method_names
 
     if getattr(args, "live", None) or getattr(args, "local", False):
-        from .bench.live import cmd_live
+        from .measure.bench.live import cmd_live
 
         return cmd_live(args, console)
     if args.calibrate:
@@ -137,8 +146,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(paths: Sequence[str]) -> int:
-    from .calibrate import calibrate_all
-    from .traces import load
+    from .measure.calibrate import calibrate_all
+    from .measure.traces import load
 
     sessions = [s for p in paths for s in load(p)]
     reports = calibrate_all(sessions)
@@ -167,8 +176,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     """Compact recorded sessions with TokenPilot and print what it saved at the last call."""
     from rich.table import Table
 
-    from .bench.methods import TokenPilotMethod, Vanilla
-    from .bench.replay import replay
+    from .measure.bench.methods import TokenPilotMethod, Vanilla
+    from .measure.bench.replay import replay
 
     sets = _trace_sets([args.path], 0, 0)
     t = Table(title=f"TokenPilot on {args.path}: context at each session's last call")
@@ -250,13 +259,25 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("path")
     c.set_defaults(func=cmd_compact)
 
-    try:
-        from tokenpilot_openclaw.cli import register
-    except ImportError:  # the OpenClaw extra is not installed
-        pass
-    else:
-        register(sub)
+    _add_plugin_commands(sub)
     return parser
+
+
+COMMANDS_GROUP = "tokenpilot.commands"
+
+
+def _add_plugin_commands(sub: argparse._SubParsersAction) -> None:
+    """Subcommands of installed adapters (`serve`, `openclaw`, ...), found through the
+    `tokenpilot.commands` entry points, so the core names no host. Each entry point is
+    a `register(subparsers)`; one that fails to load is skipped with a warning, so a
+    broken adapter never takes `tokenpilot bench` down with it."""
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        try:
+            register = ep.load()
+        except Exception as exc:  # noqa: BLE001 - any import failure of a third-party plugin
+            logging.getLogger(__name__).warning("tokenpilot: skipping commands of %s: %s", ep.value, exc)
+            continue
+        register(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

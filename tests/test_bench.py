@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from tokenpilot.bench import default_methods, run_bench
-from tokenpilot.bench.methods import (
+from tokenpilot.cli import main
+from tokenpilot.measure.bench import default_methods, run_bench
+from tokenpilot.measure.bench.methods import (
     CacheTtlPruning,
     KeepLastN,
     Rendered,
@@ -17,10 +18,9 @@ from tokenpilot.bench.methods import (
     Vanilla,
     ablation_methods,
 )
-from tokenpilot.bench.replay import replay
-from tokenpilot.bench.retention import NeedIndex, identifiers
-from tokenpilot.cli import main
-from tokenpilot.workload import generate
+from tokenpilot.measure.bench.replay import replay
+from tokenpilot.measure.bench.retention import NeedIndex, identifiers
+from tokenpilot.measure.workload import generate
 
 FIELDS = {
     "trace_set",
@@ -265,7 +265,7 @@ def test_bench_method_follows_the_cache_profile():
 
 
 def test_every_plotted_method_has_its_own_look():
-    from tokenpilot.bench.report import _styles
+    from tokenpilot.measure.bench.report import _styles
 
     names = [m.name for m in default_methods()] + [m.name for m in ablation_methods()]
     looks = _styles(list(dict.fromkeys(names)))

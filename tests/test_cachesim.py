@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from tokenpilot.cachesim import (
+from tokenpilot.errors import ConfigError
+from tokenpilot.measure.cachesim import (
     PROFILES,
     CacheSimulator,
     Segment,
@@ -15,7 +16,6 @@ from tokenpilot.cachesim import (
     segment_tokens,
     segments_tokens,
 )
-from tokenpilot.errors import ConfigError
 from tokenpilot.pricing import Prices, cost
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import shared_path
 
-from tokenpilot import traces
-from tokenpilot.cachesim import CacheSimulator, request_segments
-from tokenpilot.calibrate import CalibrationReport, calibrate, calibrate_all, main, profile_for
-from tokenpilot.traces import RecordedCall, Session, Usage
+from tokenpilot.measure import traces
+from tokenpilot.measure.cachesim import CacheSimulator, request_segments
+from tokenpilot.measure.calibrate import CalibrationReport, calibrate, calibrate_all, main, profile_for
+from tokenpilot.measure.traces import RecordedCall, Session, Usage
 
 TARGET = 0.90
 

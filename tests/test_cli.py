@@ -61,7 +61,7 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path, capsys, monkeypa
 
 
 def test_local_without_its_extra(capsys, monkeypatch):
-    from tokenpilot.bench import local_engine
+    from tokenpilot.measure.bench import local_engine
 
     real = importlib.util.find_spec
     monkeypatch.setattr(

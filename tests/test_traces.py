@@ -10,9 +10,15 @@ from pathlib import Path
 import pytest
 from conftest import shared_path
 
-from tokenpilot import traces
-from tokenpilot.traces import Session, TraceFormatError, UnrecognizedTrace, detect_format, pairing_problems
-from tokenpilot.traces.detect import is_candidate
+from tokenpilot.measure import traces
+from tokenpilot.measure.traces import (
+    Session,
+    TraceFormatError,
+    UnrecognizedTrace,
+    detect_format,
+    pairing_problems,
+)
+from tokenpilot.measure.traces.detect import is_candidate
 
 
 def check_session(s: Session) -> None:

@@ -10,9 +10,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tokenpilot.traces import pairing_problems
-from tokenpilot.workload import FMT, SOURCE, builtin_sessions, generate, stats
-from tokenpilot.workload.prompt import DYNAMIC_CLOSE, DYNAMIC_OPEN, STABLE_CLOSE, STABLE_OPEN, TOOLS
+from tokenpilot.measure.traces import pairing_problems
+from tokenpilot.measure.workload import FMT, SOURCE, builtin_sessions, generate, stats
+from tokenpilot.measure.workload.prompt import DYNAMIC_CLOSE, DYNAMIC_OPEN, STABLE_CLOSE, STABLE_OPEN, TOOLS
 
 STAMP = re.compile(r"^\[(Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d{4}-\d{2}-\d{2} \d{2}:\d{2} [A-Z]{3}\] ")
 RUNTIME = re.compile(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from tokenpilot.traces.model import Session
+from tokenpilot.measure.traces.model import Session
 
 from . import content as C
 from .devtools import grep, server_log

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._canonical import canonical_json
+from ..._canonical import canonical_json
+from ...pricing import Prices, cost
+from ...tokens import count_tokens
 from ..cachesim import CacheSimulator, Segment, get_profile, message_segments, prefix_segments
-from ..pricing import Prices, cost
-from ..tokens import count_tokens
 from ..traces.model import RecordedCall, Session
 from .methods import Method, MethodSession
 from .retention import NeedIndex, Visibility, recalled_identifiers

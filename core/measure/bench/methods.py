@@ -14,15 +14,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from .._canonical import canonical_json, sha256_hex
-from ..artifacts import ArtifactStore
-from ..config import Config
-from ..estimator import ImmediateEstimator, OfflineEstimator
-from ..lifecycle import Lifecycle, LifecycleConfig
-from ..messages import content_text
-from ..pilot import TokenPilot
-from ..segments import SegmentRules
-from ..tokens import message_tokens
+from ..._canonical import canonical_json, sha256_hex
+from ...artifacts import ArtifactStore
+from ...config import Config
+from ...estimator import ImmediateEstimator, OfflineEstimator
+from ...lifecycle import Lifecycle, LifecycleConfig
+from ...messages import content_text
+from ...pilot import TokenPilot
+from ...segments import SegmentRules
+from ...tokens import message_tokens
 
 Message = dict[str, Any]
 

@@ -20,7 +20,7 @@ import random
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from tokenpilot.traces.model import RecordedCall, Session
+from tokenpilot.measure.traces.model import RecordedCall, Session
 
 from . import content as C
 from .prompt import (

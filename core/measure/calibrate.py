@@ -32,7 +32,7 @@ never its size.
 A call is "within 5%" when |simulated − recorded| ≤ 0.05 · max(recorded, 1), or both are
 at most one cache unit (the profile's granularity).
 
-Run: `python -m tokenpilot.calibrate ../shared/traces`.
+Run: `python -m tokenpilot.measure.calibrate ../shared/traces`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from tokenpilot.cachesim import (
+from tokenpilot.measure.cachesim import (
     CacheSimulator,
     Segment,
     get_profile,
@@ -51,7 +51,7 @@ from tokenpilot.cachesim import (
     prefix_segments,
     segment_tokens,
 )
-from tokenpilot.traces.model import Session, Usage
+from tokenpilot.measure.traces.model import Session, Usage
 
 TOLERANCE = 0.05
 # Plausible provider/ours token ratios for new content; outside it the record is not append-only.
@@ -298,9 +298,11 @@ def calibrate_all(sessions: Sequence[Session], *, prewarm: bool = True) -> dict[
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    from tokenpilot.traces import load
+    from tokenpilot.measure.traces import load
 
-    ap = argparse.ArgumentParser(prog="python -m tokenpilot.calibrate", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m tokenpilot.measure.calibrate", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("paths", nargs="+", help="trace files or folders")
     ap.add_argument("--no-prewarm", action="store_true", help="do not model warm starts")
     ap.add_argument("--worst", type=int, default=0, help="also list the N largest mismatches per profile")

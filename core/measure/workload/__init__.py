@@ -23,7 +23,7 @@ counts from our estimate would only add a second, slightly different number).
 
 from __future__ import annotations
 
-from tokenpilot.traces.model import Session
+from tokenpilot.measure.traces.model import Session
 
 from .sessions import FMT, SOURCE, build_session
 

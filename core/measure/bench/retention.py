@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .._canonical import canonical_json
+from ..._canonical import canonical_json
 
 # Things an agent copies from tool output into its next action or answer.
 _IDENT = re.compile(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from ..pricing import Prices
+from ...pricing import Prices
 from ..traces.model import Session
 from .methods import Method, default_methods
 from .replay import MODES, RunResult, replay

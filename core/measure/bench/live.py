@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import TokenPilotError
-from ..pricing import Prices
-from ..tokens import count_tokens, encoding
+from ...errors import TokenPilotError
+from ...pricing import Prices
+from ...tokens import count_tokens, encoding
 from ..traces.model import Session
 from .methods import Method, TokenPilotMethod, Vanilla
 from .replay import jobs

@@ -1,0 +1,121 @@
+"""The runtime knows no host and no measurement code (issue #12's layout).
+
+An agent that only calls `TokenPilot.prepare` must load neither an adapter
+(`tokenpilot_openclaw`, `tokenpilot_langgraph`) nor the measurement wing
+(`tokenpilot.measure`: traces, workload, cache simulator, calibration, bench). Two checks:
+every `import` statement of every runtime module, read from its source (so a lazy import
+inside a function counts too), and what importing all of them really loads.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+CORE = REPO / "core"
+FORBIDDEN = ("tokenpilot_openclaw", "tokenpilot_langgraph", "tokenpilot.measure")
+# the core's front doors that may reach the wing or adapters on purpose
+NOT_RUNTIME = {"cli.py", "__main__.py"}
+
+
+def _runtime_files() -> list[Path]:
+    return sorted(
+        p
+        for p in CORE.rglob("*.py")
+        if "measure" not in p.relative_to(CORE).parts and p.relative_to(CORE).as_posix() not in NOT_RUNTIME
+    )
+
+
+def _module_of(path: Path) -> str:
+    parts = ["tokenpilot", *path.relative_to(CORE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported(path: Path) -> set[str]:
+    package = _module_of(path) if path.name == "__init__.py" else _module_of(path).rsplit(".", 1)[0]
+    return _names(path.read_text(), package)
+
+
+def _names(source: str, package: str) -> set[str]:
+    """Absolute names of every module the source's import statements name, at any depth."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join([*base, node.module] if node.module else base)
+            else:
+                mod = node.module or ""
+            names.add(mod)
+            names.update(f"{mod}.{a.name}" for a in node.names)  # `from . import measure`
+    return names
+
+
+def _forbidden(name: str) -> bool:
+    return any(name == f or name.startswith(f + ".") for f in FORBIDDEN)
+
+
+def test_the_runtime_files_are_found():
+    names = {p.relative_to(CORE).as_posix() for p in _runtime_files()}
+    assert {
+        "pilot.py",
+        "ingest.py",
+        "stabilize.py",
+        "artifacts.py",
+        "lifecycle.py",
+        "passes/html.py",
+    } <= names
+    assert not any(n.startswith("measure/") for n in names)
+
+
+@pytest.mark.parametrize("path", _runtime_files(), ids=lambda p: p.relative_to(CORE).as_posix())
+def test_no_runtime_module_imports_an_adapter_or_the_measurement_wing(path: Path):
+    bad = sorted(n for n in _imported(path) if _forbidden(n))
+    assert not bad, f"{path.relative_to(REPO)} imports {bad}"
+
+
+def test_the_checker_sees_relative_and_lazy_imports():
+    """The static check flags an import hidden in a function, relative or absolute (so it can fail)."""
+    src = "def f():\n    from ..measure.bench import run_bench\n    import tokenpilot_openclaw.proxy\n"
+    bad = sorted(n for n in _names(src, "tokenpilot.passes") if _forbidden(n))
+    assert bad == [
+        "tokenpilot.measure.bench",
+        "tokenpilot.measure.bench.run_bench",
+        "tokenpilot_openclaw.proxy",
+    ]
+    assert not _forbidden("tokenpilot.measured") and not _forbidden("tokenpilot.pilot")
+
+
+def test_importing_the_whole_runtime_loads_no_adapter_and_no_wing():
+    modules = [_module_of(p) for p in _runtime_files()]
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    loaded = json.loads(out.stdout)
+    assert "tokenpilot.pilot" in loaded and "tokenpilot.passes.html" in loaded
+    assert [m for m in loaded if _forbidden(m)] == []
+
+
+def test_the_cli_finds_adapter_commands_through_entry_points():
+    """`serve` and `openclaw` come from the adapter's entry point, not from an import in the core."""
+    from importlib.metadata import entry_points
+
+    from tokenpilot.cli import COMMANDS_GROUP, build_parser
+
+    names = {ep.name: ep.value for ep in entry_points(group=COMMANDS_GROUP)}
+    assert names.get("openclaw") == "tokenpilot_openclaw.cli:register"
+    choices = next(a for a in build_parser()._actions if a.dest == "command").choices
+    assert {"bench", "compact", "serve", "openclaw"} <= set(choices)
+    assert "tokenpilot_openclaw" not in (CORE / "cli.py").read_text()
