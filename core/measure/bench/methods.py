@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from ..._canonical import canonical_json, sha256_hex
 from ...artifacts import ArtifactStore
@@ -31,6 +31,16 @@ STUB_PREFIX = "[tokenpilot: evicted"
 
 
 @dataclass(frozen=True, slots=True)
+class SideCall:
+    """A model call a method makes on its own (a summariser's), priced like the agent's:
+    its prompt through the cache simulator under `namespace`, plus its output."""
+
+    messages: tuple[Message, ...]
+    output_tokens: int
+    namespace: str
+
+
+@dataclass(frozen=True, slots=True)
 class Rendered:
     """A request as the method would send it. `messages[:stable]` is the cacheable part."""
 
@@ -38,6 +48,7 @@ class Rendered:
     tools: list[dict[str, Any]]
     stable: int
     artifact_ids: frozenset[str] = frozenset()  # originals one recall away
+    side_calls: tuple[SideCall, ...] = ()  # calls the method made to produce this request
 
 
 class MethodSession(Protocol):
@@ -52,6 +63,9 @@ class MethodSession(Protocol):
 
 class Method(Protocol):
     name: str
+    # "vanilla", "tokenpilot", "peer" (another product's own code) or "sketch" (our
+    # stand-in for an approach with no code to run): the report says which
+    kind: str
 
     def session(self, session_id: str) -> MethodSession: ...
 
@@ -105,6 +119,7 @@ class Vanilla:
     """The agent's own prompt, untouched."""
 
     name: str = "vanilla"
+    kind: ClassVar[str] = "vanilla"
 
     def session(self, session_id: str) -> MethodSession:
         return _VanillaSession()
@@ -127,6 +142,7 @@ class KeepLastN:
     window_tokens: int = 200_000
     trigger: float = 0.40
     name: str = "keep_last_n"
+    kind: ClassVar[str] = "sketch"
 
     def session(self, session_id: str) -> MethodSession:
         return _CutSession(self.window_tokens * self.trigger, lambda hist: self._cut(hist), None)
@@ -149,6 +165,7 @@ class SummaryTruncation:
     trigger: float = 0.40
     summary_chars: int = 8000
     name: str = "summary"
+    kind: ClassVar[str] = "sketch"
 
     def session(self, session_id: str) -> MethodSession:
         return _CutSession(self.window_tokens * self.trigger, self._cut, self._summary)
@@ -215,6 +232,7 @@ class ToolResultClearing:
     keep: int = 3
     placeholder: str = "[cleared]"
     name: str = "tool_clearing"
+    kind: ClassVar[str] = "sketch"
 
     def session(self, session_id: str) -> MethodSession:
         return _ClearingSession(self)
@@ -247,6 +265,7 @@ class CacheTtlPruning:
     window_tokens: int = 200_000
     hard_ratio: float = 0.5
     name: str = "openclaw_cache_ttl"
+    kind: ClassVar[str] = "sketch"
 
     def session(self, session_id: str) -> MethodSession:
         return _TtlSession(self)
@@ -302,6 +321,7 @@ class TokenPilotMethod:
     immediate: bool = False
     config: Config = field(default_factory=Config)
     name: str = "tokenpilot"
+    kind: ClassVar[str] = "tokenpilot"
     store: ArtifactStore = field(default_factory=ArtifactStore)
     segments: SegmentRules | None = field(default_factory=SegmentRules)
     lifecycle: Mapping[str, Any] = field(default_factory=dict)  # other LifecycleConfig fields

@@ -17,7 +17,7 @@ from ...pricing import Prices, cost
 from ...tokens import count_tokens
 from ..cachesim import CacheSimulator, Segment, get_profile, message_segments, prefix_segments
 from ..traces.model import RecordedCall, Session
-from .methods import Method, MethodSession
+from .methods import Method, MethodSession, SideCall
 from .retention import NeedIndex, Visibility, recalled_identifiers
 
 MODES = ("continuous", "isolated")
@@ -39,6 +39,7 @@ class CallResult:
     recoverable: int
     prefix_break: bool
     recall_charged: bool = False  # one extra round trip was priced for hidden needs
+    side_calls: int = 0  # calls the method made on its own (a summariser's), priced in cost_usd
 
 
 @dataclass(slots=True)
@@ -75,6 +76,7 @@ class RunResult:
             "peak_context_tokens": max((x.prompt_tokens for x in c), default=0),
             "prefix_breaks": sum(x.prefix_break for x in c),
             "recalls_charged": sum(x.recall_charged for x in c),
+            "side_calls": sum(x.side_calls for x in c),
         }
 
 
@@ -169,6 +171,16 @@ def _recall_round_trip(
     return cost(res.hit_tokens, res.miss_tokens, res.write_tokens, RECALL_CALL_TOKENS, prices, profile)
 
 
+def _side_call_cost(
+    sim: CacheSimulator, call: SideCall, job: _Job, profile: str, prices: Prices, segcache: _Segments
+) -> float:
+    """A method's own model call (a summariser's): its prompt priced through the simulator
+    in its own namespace (a summariser's fixed instructions do get cached), plus its output."""
+    segs = [seg for i, m in enumerate(call.messages) for seg in segcache.of(m, i)]
+    res = sim.simulate(segs, job.call.timestamp, namespace=call.namespace)
+    return cost(res.hit_tokens, res.miss_tokens, res.write_tokens, call.output_tokens, prices, profile)
+
+
 def replay(
     sessions: Sequence[Session],
     method: Method,
@@ -258,9 +270,11 @@ def replay(
                     recoverable += len(found)
             else:
                 visible, recoverable = set(), 0
-            extra = 0.0
+            extra = sum(
+                _side_call_cost(sim, sc, job, prof.name, prices, segcache) for sc in rendered.side_calls
+            )
             if recalled:
-                extra = _recall_round_trip(sim, segs, recalled, ms, job, prof.name, prices, segcache)
+                extra += _recall_round_trip(sim, segs, recalled, ms, job, prof.name, prices, segcache)
 
             stable_keys = [
                 seg.key
@@ -287,6 +301,7 @@ def replay(
                     recoverable,
                     broke,
                     bool(recalled),
+                    len(rendered.side_calls),
                 )
             )
             if on_call is not None:
