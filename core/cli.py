@@ -48,7 +48,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         write_json,
         write_plots,
     )
-    from .measure.bench.methods import ablation_methods, method_names
+    from .measure.bench.methods import ablation_methods, method_names, peer_names
 
     if getattr(args, "live", None) or getattr(args, "local", False):
         from .measure.bench.live import cmd_live
@@ -67,6 +67,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         console.print("[red]no sessions found[/red]")
         return 2
     wanted = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
+    peers: bool | set[str] = args.peers or {m for m in wanted or () if m in peer_names()}
     known = method_names(ablation=args.ablation)
     unknown = [m for m in wanted or () if m not in known]
     if unknown or wanted == []:
@@ -76,7 +77,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 2
 
     def methods():
-        ms = ablation_methods() if args.ablation else default_methods()
+        ms = ablation_methods() if args.ablation else default_methods(peers=peers)
         return [m for m in ms if wanted is None or m.name in wanted]
 
     modes = ["continuous", "isolated"] if args.mode == "both" else [args.mode]
@@ -89,6 +90,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     if "all" in sets:
         total *= 2
+    determinism = bool(args.determinism or peers)
+    if determinism:
+        total *= 2  # every request rendered a second time by a fresh method
     prices = Prices(hit=args.price_hit, miss=args.price_miss, output=args.price_output)
     with Progress(
         TextColumn("[bold]replaying"),
@@ -106,6 +110,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             profiles=profiles,
             prices=prices,
             on_call=lambda: progress.advance(task),
+            determinism=determinism,
         )
     print_table(
         results,
@@ -221,6 +226,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--ablation",
         action="store_true",
         help="TokenPilot with each segment rule, compact line numbers and the gate minimum taken away, and the B sweep",
+    )
+    b.add_argument(
+        "--peers",
+        action="store_true",
+        help="also run other products from their own code: LangChain's context editing and "
+        "summarization middleware, Headroom, OpenClaw's contextPruning (pip install 'tokenpilot[peers]')",
+    )
+    b.add_argument(
+        "--determinism",
+        action="store_true",
+        help="render every request twice with fresh methods and report whether the bytes match "
+        "(on with --peers)",
     )
     b.add_argument("--wide", action="store_true", help="every column (about 135 wide): tokens, peak context")
     b.add_argument("--mode", choices=["continuous", "isolated", "both"], default="continuous")

@@ -12,9 +12,7 @@ from tokenpilot.measure.bench.methods import (
     CacheTtlPruning,
     KeepLastN,
     Rendered,
-    SummaryTruncation,
     TokenPilotMethod,
-    ToolResultClearing,
     Vanilla,
     ablation_methods,
 )
@@ -39,6 +37,8 @@ FIELDS = {
     "peak_context_tokens",
     "prefix_breaks",
     "recalls_charged",
+    "kind",
+    "side_calls",
 }
 
 
@@ -81,8 +81,6 @@ def test_baselines_cut_when_over_budget(workload):
     base = replay(s, Vanilla()).record()
     for method in (
         KeepLastN(window_tokens=50_000),
-        SummaryTruncation(window_tokens=50_000),
-        ToolResultClearing(trigger_tokens=20_000),
         CacheTtlPruning(ttl_s=60),
     ):
         rec = replay(s, method).record()

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ...pricing import Prices
 from ..traces.model import Session
 from .methods import Method, default_methods
-from .replay import MODES, RunResult, replay
+from .replay import MODES, RunResult, render_digests, replay
 from .report import markdown, print_table, table, write_json, write_plots
 
 __all__ = [
@@ -33,25 +33,32 @@ def run_bench(
     profiles: Sequence[str] = ("openai",),
     prices: Prices | None = None,
     on_call: Callable[[], None] | None = None,
+    determinism: bool = False,
 ) -> list[RunResult]:
     """Every method × mode × profile × trace set. `methods` builds fresh methods per run,
-    so no state (artifact stores, sessions) leaks between runs."""
+    so no state (artifact stores, sessions) leaks between runs. `determinism`: render
+    everything a second time with fresh methods and say, per run, whether the bytes
+    were the same (what a provider's cache needs of a method)."""
     results = []
     for name, sessions in trace_sets.items():
         for profile in profiles:
             for mode in modes:
-                for method in methods():
-                    results.append(
-                        replay(
-                            sessions,
-                            method,
-                            mode=mode,
-                            profile=profile,
-                            prices=prices,
-                            trace_set=name,
-                            on_call=on_call,
-                        )
+                for k, method in enumerate(methods()):
+                    result = replay(
+                        sessions,
+                        method,
+                        mode=mode,
+                        profile=profile,
+                        prices=prices,
+                        trace_set=name,
+                        on_call=on_call,
                     )
+                    if determinism:
+                        again = render_digests(
+                            sessions, methods()[k], mode=mode, profile=profile, on_call=on_call
+                        )
+                        result.deterministic = again == result.digests
+                    results.append(result)
     return results
 
 

@@ -1,16 +1,16 @@
 """Context-management methods replayed by the bench, each behind one small interface.
 
 A method sees, per recorded call, the prompt the agent sent (system + history, in the
-neutral format) and returns the request it would send instead. Baselines model what
-users pick today (DESIGN.md §9): keep-last-N, tool-result clearing (Anthropic /
-LangChain context editing), OpenClaw's cache-ttl pruning, summary-style truncation.
-Baselines are deterministic stand-ins: the summary is an extract, not an LLM call.
+neutral format) and returns the request it would send instead. What users pick today
+runs from its own code where it has code (`peers/`: LangChain's middleware, Headroom,
+OpenClaw's pruning); the rest are sketches, named as such (`kind = "sketch"`), of
+approaches with no code to run: keep-last-N, as the paper's baseline.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -145,110 +145,36 @@ class KeepLastN:
     kind: ClassVar[str] = "sketch"
 
     def session(self, session_id: str) -> MethodSession:
-        return _CutSession(self.window_tokens * self.trigger, lambda hist: self._cut(hist), None)
+        return _KeepLastNSession(self.window_tokens * self.trigger, self._cut)
 
     def _cut(self, history: Sequence[Message]) -> int:
         starts = turn_starts(history)
         return starts[-self.n] if len(starts) >= self.n else 0
 
 
-@dataclass(frozen=True, slots=True)
-class SummaryTruncation:
-    """Summary-style truncation: past `trigger`, older turns become one extract message.
+class _KeepLastNSession(_Stateless):
+    """A sticky cut, moved forward only when the view is over budget."""
 
-    The extract keeps the user requests and the assistant's final words (first
-    `summary_chars` characters in all), standing in for an LLM-written summary.
-    """
-
-    keep_turns: int = 5
-    window_tokens: int = 200_000
-    trigger: float = 0.40
-    summary_chars: int = 8000
-    name: str = "summary"
-    kind: ClassVar[str] = "sketch"
-
-    def session(self, session_id: str) -> MethodSession:
-        return _CutSession(self.window_tokens * self.trigger, self._cut, self._summary)
-
-    def _cut(self, history: Sequence[Message]) -> int:
-        starts = turn_starts(history)
-        return starts[-self.keep_turns] if len(starts) >= self.keep_turns else 0
-
-    def _summary(self, dropped: Sequence[Message]) -> Message:
-        lines = []
-        for m in dropped:
-            if m.get("role") == "user" or (m.get("role") == "assistant" and not m.get("tool_calls")):
-                text = " ".join(content_text(m.get("content")).split())
-                if text:
-                    lines.append(f"- {m['role']}: {text[:400]}")
-        body = "\n".join(lines)[: self.summary_chars]
-        return {"role": "user", "content": "Summary of the earlier conversation:\n" + body}
-
-
-class _CutSession(_Stateless):
-    """Shared machinery of cut-based baselines: a sticky cut moved when over budget."""
-
-    def __init__(
-        self,
-        budget: float,
-        cut: Callable[[Sequence[Message]], int],
-        summarise: Callable[[Sequence[Message]], Message] | None,
-    ) -> None:
+    def __init__(self, budget: float, cut: Callable[[Sequence[Message]], int]) -> None:
         self.budget = budget
         self.cut_fn = cut
-        self.summarise = summarise
         self.cut = 0
-        self.summary: Message | None = None
         self.anchor: Message | None = None  # the message at the cut, to detect a restarted history
 
     def render(self, prompt: list[Message], tools: list[dict[str, Any]], timestamp: float | None) -> Rendered:
         system, history = _split_system(prompt)
-        if self.cut > len(history) or (
+        if self.cut >= len(history) or (
             self.cut and history[self.cut] is not self.anchor and history[self.cut] != self.anchor
         ):
-            self.cut, self.summary, self.anchor = 0, None, None  # the agent restarted its history
-        view = self._view(system, history)
+            self.cut, self.anchor = 0, None  # the agent restarted its history
+        view = [*system, *history[self.cut :]]
         if _tokens(view) + message_tokens({"tools": tools}) > self.budget:
             new_cut = _safe_cut(history, max(self.cut, self.cut_fn(history)))
             if new_cut > self.cut and new_cut < len(history):
-                if self.summarise is not None:
-                    self.summary = self.summarise(history[:new_cut])
                 self.cut = new_cut
                 self.anchor = history[new_cut]
-                view = self._view(system, history)
+                view = [*system, *history[self.cut :]]
         return Rendered(view, tools, len(view))
-
-    def _view(self, system: list[Message], history: list[Message]) -> list[Message]:
-        body = history[self.cut :]
-        return [*system, *([self.summary] if self.summary else []), *body]
-
-
-@dataclass(frozen=True, slots=True)
-class ToolResultClearing:
-    """Anthropic / LangChain context editing (`clear_tool_uses`): past `trigger_tokens`,
-    every tool result but the last `keep` is replaced by a placeholder, on every call."""
-
-    trigger_tokens: int = 100_000
-    keep: int = 3
-    placeholder: str = "[cleared]"
-    name: str = "tool_clearing"
-    kind: ClassVar[str] = "sketch"
-
-    def session(self, session_id: str) -> MethodSession:
-        return _ClearingSession(self)
-
-
-class _ClearingSession(_Stateless):
-    def __init__(self, m: ToolResultClearing) -> None:
-        self.m = m
-
-    def render(self, prompt: list[Message], tools: list[dict[str, Any]], timestamp: float | None) -> Rendered:
-        if _tokens(prompt) <= self.m.trigger_tokens:
-            return Rendered(prompt, tools, len(prompt))
-        tool_idx = [i for i, msg in enumerate(prompt) if msg.get("role") == "tool"]
-        clear = set(tool_idx[: max(len(tool_idx) - self.m.keep, 0)])
-        out = [{**msg, "content": self.m.placeholder} if i in clear else msg for i, msg in enumerate(prompt)]
-        return Rendered(out, tools, len(out))
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,16 +305,18 @@ class _PilotSession:
             s.lifecycle.close()
 
 
-def default_methods(b_sweep: Sequence[int | None] = (1, 3, 5, None)) -> list[Method]:
-    """Every method of the bench, in report order (issue: baselines, global, B sweep, ablation)."""
-    methods: list[Method] = [
-        Vanilla(),
-        KeepLastN(),
-        ToolResultClearing(),
-        CacheTtlPruning(),
-        SummaryTruncation(),
-        TokenPilotMethod(batch_turns=None, name="tokenpilot_global"),
-    ]
+def default_methods(
+    b_sweep: Sequence[int | None] = (1, 3, 5, None), *, peers: bool | Collection[str] = False
+) -> list[Method]:
+    """Every method of the bench, in report order: vanilla, sketches, peers (other
+    products' own code: `True` for all, or the names wanted; `ConfigError` when one is
+    not installed), then TokenPilot: global only, the B sweep, the immediate ablation."""
+    methods: list[Method] = [Vanilla(), KeepLastN(), CacheTtlPruning()]
+    if peers:
+        from .peers import peer_methods
+
+        methods.extend(peer_methods(None if peers is True else peers))
+    methods.append(TokenPilotMethod(batch_turns=None, name="tokenpilot_global"))
     for b in b_sweep:
         label = "inf" if b is None else str(b)
         if b == 3:  # the default: B follows the cache profile (3 for OpenAI, 5 for Anthropic)
@@ -427,4 +355,11 @@ def ablation_methods() -> list[Method]:
 
 
 def method_names(*, ablation: bool = False) -> list[str]:
-    return [m.name for m in (ablation_methods() if ablation else default_methods())]
+    """Every name `--methods` knows: the built-in methods and every peer's, installed or not."""
+    return [m.name for m in (ablation_methods() if ablation else default_methods())] + peer_names()
+
+
+def peer_names() -> list[str]:
+    from .peers import PEER_METHODS
+
+    return list(PEER_METHODS)

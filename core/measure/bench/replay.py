@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._canonical import canonical_json
+from ..._canonical import canonical_json, sha256_hex
 from ...pricing import Prices, cost
 from ...tokens import count_tokens
 from ..cachesim import CacheSimulator, Segment, get_profile, message_segments, prefix_segments
 from ..traces.model import RecordedCall, Session
-from .methods import Method, MethodSession, SideCall
+from .methods import Method, MethodSession, Rendered, SideCall
 from .retention import NeedIndex, Visibility, recalled_identifiers
 
 MODES = ("continuous", "isolated")
@@ -50,7 +50,10 @@ class RunResult:
     method: str
     mode: str
     cache_profile: str
+    kind: str = "method"  # vanilla, tokenpilot, peer (another product's code) or sketch
     calls: list[CallResult] = field(default_factory=list)
+    digests: list[str] = field(default_factory=list, repr=False)  # each request's bytes, hashed
+    deterministic: bool | None = None  # a fresh run rendered the same bytes (None: not checked)
 
     def record(self) -> dict[str, Any]:
         """The JSON record (schema in the README)."""
@@ -62,6 +65,7 @@ class RunResult:
         return {
             "trace_set": self.trace_set,
             "method": self.method,
+            "kind": self.kind,
             "mode": self.mode,
             "cache_profile": self.cache_profile,
             "calls": len(c),
@@ -77,6 +81,7 @@ class RunResult:
             "prefix_breaks": sum(x.prefix_break for x in c),
             "recalls_charged": sum(x.recall_charged for x in c),
             "side_calls": sum(x.side_calls for x in c),
+            **({} if self.deterministic is None else {"deterministic": self.deterministic}),
         }
 
 
@@ -181,6 +186,67 @@ def _side_call_cost(
     return cost(res.hit_tokens, res.miss_tokens, res.write_tokens, call.output_tokens, prices, profile)
 
 
+def ordered_jobs(sessions: Sequence[Session], mode: str) -> list[_Job]:
+    """Every call of every session, in time order (the order a shared provider cache sees)."""
+    all_jobs: list[tuple[float, int, int, _Job]] = []
+    for k, s in enumerate(sessions):
+        for j, job in enumerate(jobs(s, mode)):
+            when = job.call.timestamp
+            all_jobs.append((when if when is not None else float(k) * 1e6 + j, k, j, job))
+    all_jobs.sort(key=lambda x: (x[0], x[1], x[2]))
+    return [job for *_, job in all_jobs]
+
+
+def _request_segments(rendered: Rendered, job: _Job, breakpoints: bool, segcache: _Segments) -> list[Segment]:
+    segs = list(
+        prefix_segments(
+            rendered.tools,
+            hidden_prefix_tokens=job.session.hidden_prefix_tokens,
+            hidden_id=job.session.fmt,
+            breakpoint=breakpoints,
+        )
+    )
+    for i, m in enumerate(rendered.messages):
+        segs.extend(segcache.of(m, i))
+    return segs
+
+
+def _digest(segs: Sequence[Segment]) -> str:
+    return sha256_hex("\n".join(seg.key for seg in segs))
+
+
+def render_digests(
+    sessions: Sequence[Session],
+    method: Method,
+    *,
+    mode: str,
+    profile: str,
+    on_call: Callable[[], None] | None = None,
+) -> list[str]:
+    """The hashed bytes of every request `method` renders for `sessions`, in replay order,
+    without pricing: a second run of a fresh method must give the same list."""
+    prof = get_profile(profile)
+    for_profile = getattr(method, "for_profile", None)
+    if for_profile is not None:
+        method = for_profile(prof.name)
+    segcache = _Segments(prof.breakpoints)
+    live: dict[str, MethodSession] = {}
+    out = []
+    try:
+        for job in ordered_jobs(sessions, mode):
+            ms = live.get(job.method_session)
+            if ms is None:
+                ms = live[job.method_session] = method.session(job.method_session)
+            rendered = ms.render(job.prompt, job.session.tools, job.call.timestamp)
+            out.append(_digest(_request_segments(rendered, job, prof.breakpoints, segcache)))
+            if on_call is not None:
+                on_call()
+    finally:
+        for ms in live.values():
+            ms.close()
+    return out
+
+
 def replay(
     sessions: Sequence[Session],
     method: Method,
@@ -203,34 +269,20 @@ def replay(
     sim = simulator or CacheSimulator(prof)
     segcache = _Segments(prof.breakpoints)
     vis = Visibility()
-    result = RunResult(trace_set, method.name, mode, prof.name)
-    all_jobs: list[tuple[float, int, int, _Job]] = []
-    for k, s in enumerate(sessions):
-        for j, job in enumerate(jobs(s, mode)):
-            when = job.call.timestamp
-            all_jobs.append((when if when is not None else float(k) * 1e6 + j, k, j, job))
-    all_jobs.sort(key=lambda x: (x[0], x[1], x[2]))
+    result = RunResult(trace_set, method.name, mode, prof.name, getattr(method, "kind", "method"))
     needs_index = {s.id: NeedIndex(s.messages) for s in sessions}
     live: dict[str, MethodSession] = {}
     last_stable: dict[str, list[str]] = {}
     recall_cache: dict[str, frozenset[str]] = {}
     recall_size: dict[str, int] = {}  # smallest recall first: an agent asks for what it needs
     try:
-        for _, _, _, job in all_jobs:
+        for job in ordered_jobs(sessions, mode):
             ms = live.get(job.method_session)
             if ms is None:
                 ms = live[job.method_session] = method.session(job.method_session)
             rendered = ms.render(job.prompt, job.session.tools, job.call.timestamp)
-            segs = list(
-                prefix_segments(
-                    rendered.tools,
-                    hidden_prefix_tokens=job.session.hidden_prefix_tokens,
-                    hidden_id=job.session.fmt,
-                    breakpoint=prof.breakpoints,
-                )
-            )
-            for i, m in enumerate(rendered.messages):
-                segs.extend(segcache.of(m, i))
+            segs = _request_segments(rendered, job, prof.breakpoints, segcache)
+            result.digests.append(_digest(segs))
             out_msg = job.session.output(job.call)
             ttl = float(job.call.usage.cache_ttl_s) if job.call.usage and job.call.usage.cache_ttl_s else None
             res = sim.simulate(

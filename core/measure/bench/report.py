@@ -20,6 +20,7 @@ def _pct(x: float) -> str:
 
 COLUMNS = (
     "method",
+    "kind",
     "cost $",
     "hit M",
     "miss M",
@@ -31,6 +32,7 @@ COLUMNS = (
     "peak ctx",
     "breaks",
     "recalls",
+    "same",
     "vs vanilla",
 )
 # What fits 100 columns: the decision-making figures (`--wide` shows them all).
@@ -45,10 +47,16 @@ retention    share of the ids, paths and numbers that a recorded answer used (fi
 recoverable  visible, or one recall_artifact call away
 breaks       calls whose cacheable prefix did not extend the previous call's (each re-prefills)
 recalls      calls that paid an extra round trip to recall something hidden (in cost $)
-methods      keep_last_n, tool_clearing, summary: sketches of common pruning; openclaw_cache_ttl:
-             OpenClaw's contextPruning; tokenpilot_global: reduction only; tokenpilot: + eviction
+same         a second run of a fresh method rendered every request byte for byte the same
+methods      keep_last_n, openclaw_cache_ttl: our sketches; langchain_*, headroom,
+             openclaw_context_pruning (--peers): those products' own code;
+             tokenpilot_global: reduction only; tokenpilot: + eviction
              every B turns (B=3 OpenAI, 5 Anthropic); _B1/_B5/_Binf: other batches (inf: never);
              _immediate: evicts finished tasks without checking later use (the paper's ablation)"""
+
+
+def _same_bytes(r: dict[str, Any]) -> str:
+    return {True: "yes", False: "NO", None: "-"}[r.get("deterministic")]
 
 
 def _row(r: dict[str, Any], change: str, columns: Sequence[str]) -> list[str]:
@@ -65,6 +73,8 @@ def _row(r: dict[str, Any], change: str, columns: Sequence[str]) -> list[str]:
         "peak ctx": f"{r['peak_context_tokens']:,}",
         "breaks": str(r["prefix_breaks"]),
         "recalls": str(r["recalls_charged"]),
+        "kind": r.get("kind", ""),
+        "same": _same_bytes(r),
         "vs vanilla": change,
     }
     return [cells[c] for c in columns]
@@ -107,6 +117,15 @@ def print_table(
         groups.setdefault((r.trace_set, r.mode, r.cache_profile), []).append(r)
     for (ts, mode, prof), runs in groups.items():
         console.print(table(runs, f"{title}\n{ts} · {mode} mode · {prof} cache", columns=columns))
+        checked = [r for r in runs if r.deterministic is not None]
+        if checked and not wide:  # the wide table has its own column
+            differ = [r.method for r in checked if not r.deterministic]
+            console.print(
+                "same bytes on a second run with fresh methods: "
+                + (f"NOT for {', '.join(differ)}" if differ else f"yes, all {len(checked)} methods"),
+                highlight=False,
+                markup=False,
+            )
     if legend:
         console.print(LEGEND, highlight=False, markup=False)
 
@@ -121,17 +140,18 @@ def markdown(results: Sequence[RunResult]) -> str:
         base = next((r["cost_usd"] for r in recs if r["method"] == "vanilla"), None)
         out.append(f"**{ts}** · {mode} · {prof} cache\n")
         out.append(
-            "| method | cost $ | vs vanilla | hit rate | retention | recoverable | peak ctx | breaks | recalls |"
+            "| method | kind | cost $ | vs vanilla | hit rate | retention | recoverable | peak ctx | breaks "
+            "| recalls | same |"
         )
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in recs:
             change = (
                 "" if not base or r["method"] == "vanilla" else f"{100 * (r['cost_usd'] / base - 1):+.1f}%"
             )
             out.append(
-                f"| {r['method']} | {r['cost_usd']:.4f} | {change} | {_pct(r['cache_hit_rate'])} | {_pct(r['retention'])} "
+                f"| {r['method']} | {r.get('kind', '')} | {r['cost_usd']:.4f} | {change} | {_pct(r['cache_hit_rate'])} | {_pct(r['retention'])} "
                 f"| {_pct(r['recoverable'])} | {r['peak_context_tokens']:,} | {r['prefix_breaks']} "
-                f"| {r['recalls_charged']} |"
+                f"| {r['recalls_charged']} | {_same_bytes(r)} |"
             )
         out.append("")
     return "\n".join(out)
