@@ -239,7 +239,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="render every request twice with fresh methods and report whether the bytes match "
         "(on with --peers)",
     )
-    b.add_argument("--wide", action="store_true", help="every column (about 135 wide): tokens, peak context")
+    b.add_argument(
+        "--wide",
+        action="store_true",
+        help="every column (about 160 wide): tokens, peak context, kind, same bytes",
+    )
     b.add_argument("--mode", choices=["continuous", "isolated", "both"], default="continuous")
     b.add_argument(
         "--profile",

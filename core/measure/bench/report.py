@@ -106,10 +106,10 @@ def print_table(
     legend: bool = False,
 ) -> None:
     """One table per trace set × mode × profile. The narrow one fits 100 columns;
-    `wide` shows every column (about 135 wide)."""
+    `wide` shows every column (about 160 wide)."""
     console = console or Console()
     columns = COLUMNS if wide else NARROW
-    need = 140 if wide else 100
+    need = 165 if wide else 100
     if console.width < need and not console.is_terminal:  # piped or captured: no terminal to fit
         console.width = need
     groups: dict[tuple[str, str, str], list[RunResult]] = {}
