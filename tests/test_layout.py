@@ -119,3 +119,20 @@ def test_the_cli_finds_adapter_commands_through_entry_points():
     choices = next(a for a in build_parser()._actions if a.dest == "command").choices
     assert {"bench", "compact", "serve", "openclaw"} <= set(choices)
     assert "tokenpilot_openclaw" not in (CORE / "cli.py").read_text()
+
+
+def test_a_broken_adapter_entry_point_is_skipped_with_a_warning(monkeypatch, caplog):
+    import tokenpilot.cli as cli
+
+    class Broken:
+        name, value = "broken", "nowhere.cli:register"
+
+        def load(self):
+            raise ImportError("No module named 'nowhere'")
+
+    real = cli.entry_points
+    monkeypatch.setattr(cli, "entry_points", lambda group: [*real(group=group), Broken()])
+    with caplog.at_level("WARNING"):
+        choices = next(a for a in cli.build_parser()._actions if a.dest == "command").choices
+    assert "bench" in choices and "serve" in choices  # the others still register
+    assert "skipping commands of nowhere.cli:register" in caplog.text
