@@ -11,6 +11,7 @@ from .config import Config
 from .errors import ArtifactNotFound, ConfigError, MessageError, StoreError, TokenPilotError
 from .pilot import Prepared, PrepareStats, TokenPilot, ToolOutputReduction
 from .stabilize import RECALL_TOOL, RECALL_TOOL_NAME, VolatilePattern
+from .store import Artifacts, StateConflict, Store
 
 __version__ = "0.1.0"
 
@@ -18,6 +19,7 @@ __all__ = [
     "RECALL_TOOL",
     "RECALL_TOOL_NAME",
     "ArtifactNotFound",
+    "Artifacts",
     "ArtifactStore",
     "Config",
     "ConfigError",
@@ -25,6 +27,8 @@ __all__ = [
     "PrepareStats",
     "Prepared",
     "RecallResult",
+    "StateConflict",
+    "Store",
     "StoreError",
     "TokenPilot",
     "TokenPilotError",

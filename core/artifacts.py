@@ -18,7 +18,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,40 +178,8 @@ class ArtifactStore:
         end_line: int | None = None,
         pattern: str | None = None,
     ) -> RecallResult:
-        """The whole original, a 1-based inclusive line range, or the lines matching a regex.
-
-        Never raises for the model's mistakes: an unknown id or a bad pattern comes
-        back as a clear message the agent can act on. Patterns run in linear time
-        (RE2, see `recall_search`): a model-written pattern cannot hang the process.
-        """
-        aid = str(artifact_id).strip()
-        try:
-            text = self.get(session_id, aid)
-        except ArtifactNotFound:
-            shown = aid if len(aid) <= 40 else f"{aid[:40]}… ({len(aid):,} chars)"  # not echoed in full
-            return RecallResult(
-                aid[:200],
-                "",
-                False,
-                note=(
-                    f"[tokenpilot: no artifact {shown!r} in this session. Ids look like "
-                    f"'{ARTIFACT_PREFIX}0123abcd…' and are quoted in reduced outputs and eviction stubs.]"
-                ),
-            )
-        if start_line is None and end_line is None and not pattern:
-            n = _line_count(text)
-            note = f"[tokenpilot: all {n} lines ({len(text):,} chars) of {aid}]"
-            return RecallResult(aid, text, True, total_lines=n, note=note)
-        lines = text.splitlines(keepends=True)
-        total = len(lines)
-        past = _past_end(start_line, end_line, total, aid)
-        if past is not None:
-            return RecallResult(aid, "", True, total, note=past)
-        if pattern:
-            return _search(aid, lines, str(pattern), _line_bounds(start_line, end_line, total))
-        lo, hi = _line_bounds(start_line, end_line, total)
-        note = f"[tokenpilot: lines {lo + 1}-{hi} of {total} of {aid}]"
-        return RecallResult(aid, "".join(lines[lo:hi]), True, total, note=note)
+        """See `recall_from`: the same answers from every backend."""
+        return recall_from(self.get, session_id, artifact_id, start_line, end_line, pattern)
 
     # -- size bound ---------------------------------------------------------
     def volume(self) -> int:
@@ -245,6 +213,51 @@ class ArtifactStore:
 
     def close(self) -> None:
         self._cache.close()
+
+
+def recall_from(
+    get: Callable[[str, str], str],
+    session_id: str,
+    artifact_id: str,
+    start_line: int | None = None,
+    end_line: int | None = None,
+    pattern: str | None = None,
+) -> RecallResult:
+    """What `recall_artifact` answers, from any backend's `get`: the whole original, a
+    1-based inclusive line range, or the lines matching a regex.
+
+    Never raises for the model's mistakes: an unknown id or a bad pattern comes
+    back as a clear message the agent can act on. Patterns run in linear time
+    (RE2, see `recall_search`): a model-written pattern cannot hang the process.
+    """
+    aid = str(artifact_id).strip()
+    try:
+        text = get(session_id, aid)
+    except ArtifactNotFound:
+        shown = aid if len(aid) <= 40 else f"{aid[:40]}… ({len(aid):,} chars)"  # not echoed in full
+        return RecallResult(
+            aid[:200],
+            "",
+            False,
+            note=(
+                f"[tokenpilot: no artifact {shown!r} in this session. Ids look like "
+                f"'{ARTIFACT_PREFIX}0123abcd…' and are quoted in reduced outputs and eviction stubs.]"
+            ),
+        )
+    if start_line is None and end_line is None and not pattern:
+        n = _line_count(text)
+        note = f"[tokenpilot: all {n} lines ({len(text):,} chars) of {aid}]"
+        return RecallResult(aid, text, True, total_lines=n, note=note)
+    lines = text.splitlines(keepends=True)
+    total = len(lines)
+    past = _past_end(start_line, end_line, total, aid)
+    if past is not None:
+        return RecallResult(aid, "", True, total, note=past)
+    if pattern:
+        return _search(aid, lines, str(pattern), _line_bounds(start_line, end_line, total))
+    lo, hi = _line_bounds(start_line, end_line, total)
+    note = f"[tokenpilot: lines {lo + 1}-{hi} of {total} of {aid}]"
+    return RecallResult(aid, "".join(lines[lo:hi]), True, total, note=note)
 
 
 def _search(aid: str, lines: list[str], pattern: str, bounds: tuple[int, int]) -> RecallResult:

@@ -18,10 +18,11 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ._canonical import canonical_json, sha256_hex
-from .artifacts import ArtifactStore, RecallResult
+from .artifacts import RecallResult
 from .config import BULKY_TOOL_FAMILIES, Config
 from .errors import MessageError
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
@@ -40,6 +41,7 @@ from .messages import check_message, check_tools, content_text, to_anthropic
 from .passes.truncate import tool_family
 from .recall_args import recall_arguments
 from .stabilize import RECALL_TOOL_NAME, Stabilized, merge_tools, stabilize_text, tool_name, values_block
+from .store import Artifacts, open_artifacts
 from .tokens import count_tokens
 from .unstored import store_reason, unstored_form
 
@@ -273,8 +275,9 @@ def default_estimator() -> Estimator:
 class TokenPilot:
     """Cache-efficient context management for any agent loop.
 
-    One instance serves many sessions. `store` keeps originals (a private temporary
-    store when omitted). Eviction of finished tasks is on by default (`LifecycleConfig()`:
+    One instance serves many sessions. `store` keeps originals: a store object (an
+    `ArtifactStore`, a `RedisStore`), a directory, a `redis://` URL shared by processes, or
+    None for a private temporary store. Eviction of finished tasks is on by default (`LifecycleConfig()`:
     every 3 turns, estimator in the background); `lifecycle=False` turns it off. The
     estimator is `estimator`, else an LLM estimator when `TOKENPILOT_ESTIMATOR_MODEL`
     is set, else the deterministic offline one. `lifecycle_factory(session_id, archive)`
@@ -285,13 +288,13 @@ class TokenPilot:
         self,
         config: Config | None = None,
         *,
-        store: ArtifactStore | None = None,
+        store: Artifacts | str | Path | None = None,
         lifecycle: LifecycleConfig | None | bool = None,
         estimator: Estimator | None = None,
         lifecycle_factory: Callable[[str, Callable[[str], str]], Any] | None = None,
     ) -> None:
         self.config = config or Config()
-        self.store = store or ArtifactStore()
+        self.store: Artifacts = open_artifacts(store)
         self.pipeline = Pipeline(self.config)
         self.lifecycle_config: LifecycleConfig | None = None
         if lifecycle_factory is None and lifecycle is not False:

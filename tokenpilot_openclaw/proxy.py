@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,14 +31,16 @@ from aiohttp import web
 from tokenpilot import ArtifactStore, Config, Prepared, TokenPilot
 from tokenpilot.artifacts import default_store_dir
 from tokenpilot.errors import MessageError, TokenPilotError
+from tokenpilot.store import Store, is_store_url, open_redis, redact_store_url
+from tokenpilot.store_disk import DiskStore
 
 from . import sse, wire
 from .sessions import (
     SessionStats,
-    StateDir,
     credential_fingerprint,
     derived_owner,
     derived_session_id,
+    merge_stats,
     recall_candidates,
     resolve_session_id,
 )
@@ -78,10 +80,15 @@ class ProxySettings:
     read_timeout_s: float = 300.0
     models: tuple[str, ...] = ()
     flush_interval_s: float = 30.0
+    store_url: str | None = None  # redis://...: originals and state shared by replicas
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
             raise ValueError(f"--upstream must be an http(s) URL, got {redact_url(self.upstream)!r}")
+        if self.store_url is not None and not is_store_url(self.store_url):
+            raise ValueError(
+                f"--store must be a redis:// (or rediss://, unix://) URL, got {redact_store_url(self.store_url)!r}"
+            )
         if self.max_body_bytes <= 0:
             raise ValueError("the request size limit must be positive")
 
@@ -134,9 +141,11 @@ class Proxy:
         self, settings: ProxySettings, *, config: Config | None = None, pilot: TokenPilot | None = None
     ) -> None:
         self.settings = settings
-        self.pilot = pilot or TokenPilot(config, store=ArtifactStore(Path(settings.store_dir).expanduser()))
-        self.state = StateDir(settings.state_dir) if settings.state_dir else None
+        self.pilot, self.state = _stores(settings, config, pilot)
         self.stats: dict[str, SessionStats] = {}
+        self._versions: dict[str, int] = {}  # the stored state version this process holds
+        self._stats_base: dict[str, dict[str, Any]] = {}  # stats as last read from / written to the store
+        self._store_down = False  # the shared store failed (logged once until it works again)
         base_url, basic_auth = split_credentials(settings.upstream)
         self.upstream = Upstream(
             base_url,
@@ -193,16 +202,52 @@ class Proxy:
         if self.state is None:
             return 0
         n = 0
-        for data in self.state.load_all():
-            sid = data["id"]
-            try:
-                if data.get("session") is not None:
-                    self.pilot.import_session(data["session"])
-                self.stats[sid] = SessionStats.from_dict(data.get("stats") or {})
-                n += 1
-            except (KeyError, TypeError, ValueError, TokenPilotError) as exc:
-                log.warning("tokenpilot: could not restore session %s: %s", sid, exc)
+        try:
+            for version, data in self.state.load_states():
+                sid = data["id"]
+                try:
+                    if data.get("session") is not None:
+                        self.pilot.import_session(data["session"])
+                    self.stats[sid] = SessionStats.from_dict(data.get("stats") or {})
+                    self._versions[sid] = version
+                    self._stats_base[sid] = self.stats[sid].to_dict()
+                    n += 1
+                except (KeyError, TypeError, ValueError, TokenPilotError) as exc:
+                    log.warning("tokenpilot: could not restore session %s: %s", sid, exc)
+        except OSError as exc:  # the shared store is down: sessions load on their next request
+            self._note_store_down(exc)
         return n
+
+    def _refresh(self, sid: str) -> None:
+        """Under the session lock: take the stored state when another replica wrote a newer one.
+
+        One version read per request; the state itself is read only when it moved. The
+        single-process store (`shared` False) is never re-read.
+        """
+        if self.state is None or not self.state.shared:
+            return
+        held = self._versions.get(sid, 0)
+        version = self.state.state_version(sid)
+        if version == held:
+            return
+        got = self.state.load_state(sid) if version > held else None
+        if got is None:  # the store lost what this process holds: its next save writes it again
+            self._versions[sid] = version
+            return
+        version, data = got
+        if data.get("session") is not None:
+            self.pilot.import_session(data["session"])
+            self._last_stable.pop(sid, None)
+        stored = SessionStats.from_dict(data.get("stats") or {})
+        self.stats[sid] = merge_stats(stored, self.stats.get(sid), self._stats_base.get(sid))
+        self._stats_base[sid] = stored.to_dict()
+        self._versions[sid] = version
+
+    def _note_store_down(self, exc: OSError) -> None:
+        """Said once per outage: requests go on with what this process holds."""
+        if not self._store_down:
+            self._store_down = True
+            log.error("tokenpilot: session store failed: %s; serving from this process's memory", exc)
 
     async def flush(self) -> int:
         """Write the state of every session touched since the last flush (usage counters)."""
@@ -217,19 +262,27 @@ class Proxy:
                 self._dirty.add(sid)  # kept for the next try
         return written
 
-    def _save(self, sid: str) -> bool:
+    def _save(self, sid: str, *, refreshed: bool = False) -> bool:
         """Write one session's state now (atomic replace); a failure is kept for a retry.
 
         Saves of one session are serialised and each exports the state at its own
         moment, so the file on disk is never older than a save that already returned.
+        A shared store is first re-read if another replica wrote since (`refreshed`: the
+        caller just did), and refuses the write if one did meanwhile (`StateConflict`).
         """
         if self.state is None:
             return False
-        with self._lock_of(sid):
+        with self._session_lock(sid):
             try:
+                if not refreshed:
+                    self._refresh(sid)
                 session = self.pilot.export_session(sid) if sid in self.pilot.session_ids else None
                 stats = self.stats.get(sid, SessionStats())
-                self.state.save(sid, {"id": sid, "version": 1, "session": session, "stats": stats.to_dict()})
+                data = {"id": sid, "version": 1, "session": session, "stats": stats.to_dict()}
+                expect = self._versions.get(sid, 0) if self.state.shared else None
+                self._versions[sid] = self.state.save_state(sid, data, expect=expect)
+                self._stats_base[sid] = data["stats"]
+                self._store_down = False
             except (OSError, TypeError, ValueError) as exc:
                 if sid not in self._save_failed:
                     self._save_failed.add(sid)
@@ -334,14 +387,50 @@ class Proxy:
         other requests' prepares. A failed save stays in `_dirty` for the next flush."""
         if sid is None:
             sid = self._derive_session_id(history, headers)
-        prepared = self.pilot.prepare(history, tools, session_id=sid)
-        with self._lock_of(prepared.session_id):
+        with self._session_lock(sid):  # across replicas: load newer state, prepare, write back
+            self._refresh_or_note(sid)
+            prepared = self.pilot.prepare(history, tools, session_id=sid)
             self._note_prepared(prepared.session_id, prepared, self._count_call(prepared.session_id))
-        self._save(prepared.session_id)
+            self._save(prepared.session_id, refreshed=True)
         return prepared
+
+    def _refresh_or_note(self, sid: str) -> None:
+        try:
+            self._refresh(sid)
+        except OSError as exc:
+            self._note_store_down(exc)
 
     def _lock_of(self, sid: str) -> threading.RLock:
         return self._save_locks.setdefault(sid, threading.RLock())
+
+    @contextlib.contextmanager
+    def _session_lock(self, sid: str) -> Iterator[None]:
+        """The store's session lock (across processes for a shared store); when the store
+        cannot give it (Redis down), this process's own, so the agent keeps running."""
+        lock = self.state.session_lock(sid) if self.state is not None else self._lock_of(sid)
+        try:
+            lock.__enter__()
+        except OSError as exc:
+            self._note_store_down(exc)
+            with self._lock_of(sid):
+                yield
+            return
+        try:
+            yield
+        finally:
+            lock.__exit__(None, None, None)
+
+    def _in_session(self, sid: str, fn: Callable[[], Any]) -> Any:
+        """`fn` under the session lock with the newest state, written back after (a shared
+        store only: a recall or tool-result call changes state other replicas must see)."""
+        if self.state is None or not self.state.shared:
+            return fn()
+        with self._session_lock(sid):
+            self._refresh_or_note(sid)
+            out = fn()
+            if sid in self.pilot.session_ids:
+                self._save(sid, refreshed=True)
+            return out
 
     def _count_call(self, sid: str) -> SessionStats:
         stats = self.stats.setdefault(sid, SessionStats())
@@ -587,14 +676,19 @@ class Proxy:
         sid = self._recall_session(session)
         if (refused := _foreign_derived(sid, request.headers)) is not None:
             return refused
-        result = await asyncio.to_thread(
-            self.pilot.recall,
-            request.match_info["artifact_id"],
-            lines["start_line"],
-            lines["end_line"],
-            pattern,
-            session_id=sid,
-        )
+        aid = request.match_info["artifact_id"]
+        try:
+            result = await asyncio.to_thread(
+                self._in_session,
+                sid,
+                lambda: self.pilot.recall(
+                    aid, lines["start_line"], lines["end_line"], pattern, session_id=sid
+                ),
+            )
+        except OSError as exc:  # the store (Redis) is down: say so, the agent may retry
+            log.error("tokenpilot: session %s: could not read artifact %s: %s", sid, aid[:40], exc)
+            return json_error(503, f"the artifact store cannot be read: {exc}", type_="server_error",
+                              code="store_unavailable")  # fmt: skip
         body = {
             "artifact_id": result.artifact_id,
             "session": sid,
@@ -639,7 +733,9 @@ class Proxy:
             return refused
         try:
             got = await asyncio.to_thread(
-                self.pilot.reduce_tool_output, text, tool, arguments, session_id=sid
+                self._in_session,
+                sid,
+                lambda: self.pilot.reduce_tool_output(text, tool, arguments, session_id=sid),
             )
         except OSError as exc:  # a full disk: the host keeps its own handling of the output
             log.error("tokenpilot: session %s: could not store a tool output: %s", sid, exc)
@@ -661,7 +757,31 @@ class Proxy:
             return session
         candidates = recall_candidates(session)
         known = set(self.stats) | set(self.pilot.session_ids)
-        return next((sid for sid in candidates if sid in known), candidates[0])
+        return next((sid for sid in candidates if sid in known or self._stored(sid)), candidates[0])
+
+    def _stored(self, sid: str) -> bool:
+        """Whether a shared store holds the session (another replica served it)."""
+        if self.state is None or not self.state.shared:
+            return False
+        try:
+            return self.state.state_version(sid) > 0
+        except OSError:
+            return False
+
+
+def _stores(
+    settings: ProxySettings, config: Config | None, pilot: TokenPilot | None
+) -> tuple[TokenPilot, Store | None]:
+    """The pilot and where session state goes: the `--store` URL for both (shared by
+    replicas), else the store directory and the state directory of this machine."""
+    if settings.store_url:
+        shared = open_redis(settings.store_url)
+        pilot = pilot or TokenPilot(config, store=shared)
+        return pilot, (shared if settings.state_dir is not None else None)
+    pilot = pilot or TokenPilot(config, store=ArtifactStore(Path(settings.store_dir).expanduser()))
+    if isinstance(pilot.store, Store) and pilot.store.shared:
+        return pilot, pilot.store
+    return pilot, (DiskStore(pilot.store, settings.state_dir) if settings.state_dir else None)
 
 
 def _foreign_derived(sid: str, headers: Mapping[str, str]) -> web.Response | None:

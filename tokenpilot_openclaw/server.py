@@ -78,6 +78,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-state", action="store_true", help="keep session state in memory only")
     p.add_argument(
+        "--store",
+        metavar="URL",
+        help="share originals and session state with other replicas: redis://[:password@]host:port/db"
+        "[?namespace=NAME] (replaces --store-dir and --state-dir; needs tokenpilot[redis])",
+    )
+    p.add_argument(
         "--max-body-mb", type=float, default=32.0, help="largest accepted request body (default 32 MB)"
     )
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect to the upstream")
@@ -129,6 +135,7 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
         read_timeout_s=args.read_timeout,
         models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
         flush_interval_s=args.flush_interval,
+        store_url=getattr(args, "store", None) or None,
     )
 
 

@@ -37,15 +37,13 @@ so there only x-api-key tells callers apart.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import os
 import re
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
+
+from tokenpilot.state_files import StateFiles
 
 log = logging.getLogger("tokenpilot.openclaw")
 
@@ -188,41 +186,34 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-class StateDir:
-    """One JSON file per session (TokenPilot's export plus stats), written atomically.
+_ADDED = (
+    "calls",
+    "errors",
+    "usage_reports",
+    "prompt_tokens",
+    "cached_tokens",
+    "output_tokens",
+    "tokens_saved",
+)
 
-    Files are ASCII JSON: text the agent sent with lone surrogates is kept as `\\udXXX`
-    escapes, so every state can be written and read back as it was.
-    """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path).expanduser()
-        self.path.mkdir(parents=True, exist_ok=True)
+def merge_stats(
+    stored: SessionStats, local: SessionStats | None, base: Mapping[str, Any] | None
+) -> SessionStats:
+    """Another replica's newer `stored` stats plus what this process counted since `base`
+    (its stats when it last read or wrote the store), so no replica's usage is lost."""
+    if local is None:
+        return stored
+    was = base or {}
+    out = SessionStats.from_dict(stored.to_dict())
+    for f in fields(SessionStats):
+        mine = getattr(local, f.name)
+        if f.name in _ADDED:
+            setattr(out, f.name, getattr(stored, f.name) + mine - int(was.get(f.name) or 0))
+        elif f.name in was and mine != was[f.name]:
+            setattr(out, f.name, mine)
+    return out
 
-    def file_for(self, session_id: str) -> Path:
-        digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
-        return self.path / f"{digest[:32]}.json"
 
-    def save(self, session_id: str, data: Mapping[str, Any]) -> None:
-        target = self.file_for(session_id)
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, ensure_ascii=True, separators=(",", ":"))
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-    def load_all(self) -> Iterator[dict[str, Any]]:
-        """Every readable session file; unreadable ones are reported and skipped."""
-        for p in sorted(self.path.glob("*.json")):
-            try:
-                data = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                log.warning("tokenpilot: skipping unreadable session state %s: %s", p, exc)
-                continue
-            if isinstance(data, dict) and isinstance(data.get("id"), str):
-                yield data
-            else:
-                log.warning("tokenpilot: skipping session state %s: not a TokenPilot session file", p)
+# The session files moved to the core (`tokenpilot.state_files`), beside the store protocol.
+StateDir = StateFiles
