@@ -41,14 +41,13 @@ def _trace_sets(paths: Sequence[str], seed: int, sessions: int) -> dict[str, lis
 def cmd_bench(args: argparse.Namespace) -> int:
     from .measure.bench import (
         count_calls,
-        default_methods,
         markdown,
         print_table,
         run_bench,
         write_json,
         write_plots,
     )
-    from .measure.bench.methods import ablation_methods, method_names
+    from .measure.bench.methods import method_names, methods_named, unavailable_peers
 
     if getattr(args, "live", None) or getattr(args, "local", False):
         from .measure.bench.live import cmd_live
@@ -70,14 +69,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     known = method_names(ablation=args.ablation)
     unknown = [m for m in wanted or () if m not in known]
     if unknown or wanted == []:
+        gaps = "".join(f"; peer {k} cannot run: {v}" for k, v in unavailable_peers().items())
         console.print(
-            f"[red]unknown method(s): {', '.join(unknown) or '(none given)'}[/red]; known: {', '.join(known)}"
+            f"[red]unknown method(s): {', '.join(unknown) or '(none given)'}[/red]; known: {', '.join(known)}{gaps}"
         )
         return 2
 
     def methods():
-        ms = ablation_methods() if args.ablation else default_methods()
-        return [m for m in ms if wanted is None or m.name in wanted]
+        return methods_named(wanted, ablation=args.ablation)
 
     modes = ["continuous", "isolated"] if args.mode == "both" else [args.mode]
     profiles = [p.strip() for p in args.profile.split(",")]

@@ -426,5 +426,38 @@ def ablation_methods() -> list[Method]:
     return methods
 
 
+def _present_peers() -> list[Any]:
+    """The peer modules of this install (`tokenpilot.measure.bench.peers`), in report order."""
+    from importlib import import_module
+    from importlib.util import find_spec
+
+    from . import peers
+
+    names = [f"{peers.__name__}.{n}" for n in peers.PEERS]
+    return [import_module(n) for n in names if find_spec(n) is not None]
+
+
+def unavailable_peers() -> dict[str, str]:
+    """Peer module -> why it cannot run here, for an "unknown method" message."""
+    gaps = {m.__name__.rsplit(".", 1)[-1]: m.missing() for m in _present_peers()}
+    return {k: v for k, v in gaps.items() if v}
+
+
+def runnable_peer_methods() -> list[Method]:
+    """The methods of every peer that can run here: `--methods` finds them by name."""
+    return [m for mod in _present_peers() if mod.missing() is None for m in mod.methods()]
+
+
 def method_names(*, ablation: bool = False) -> list[str]:
-    return [m.name for m in (ablation_methods() if ablation else default_methods())]
+    builtin = [m.name for m in (ablation_methods() if ablation else default_methods())]
+    return [*builtin, *(m.name for m in runnable_peer_methods() if m.name not in builtin)]
+
+
+def methods_named(wanted: Sequence[str] | None, *, ablation: bool = False) -> list[Method]:
+    """The methods called `wanted` (every built-in one when None), built-ins first, then peers."""
+    ms = ablation_methods() if ablation else default_methods()
+    if wanted is None:
+        return ms
+    builtin = {m.name for m in ms}
+    peers = [m for m in runnable_peer_methods() if m.name in wanted and m.name not in builtin]
+    return [*(m for m in ms if m.name in wanted), *peers]
