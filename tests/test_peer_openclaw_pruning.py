@@ -150,6 +150,14 @@ def test_nothing_is_pruned_under_thirty_percent_of_the_window(openclaw):
     assert _tools(small[6])[:3] != _tools(views[6])[:3]
 
 
+def test_line_separators_in_outputs_reach_openclaw_intact(openclaw):
+    """U+2028 ends a line for Node's readline: the pipe must carry it escaped."""
+    results = [f"a\u2028b\rc\u2029{k}\n" + _output(k, 70_000) for k in range(4)]
+    s = _session(results, 3, SOFT_TIMES)
+    views = _render_all(ocp.OpenClawContextPruning(), s)
+    assert _tools(views[6]) == [*map(_soft, results[:3]), results[3]]
+
+
 def test_the_ttl_is_openclaws_setting(openclaw):
     s = _session([_output(k, 70_000) for k in range(4)], 3, SOFT_TIMES)
     views = _render_all(ocp.OpenClawContextPruning(ttl="10m"), s)

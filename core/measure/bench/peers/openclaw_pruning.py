@@ -139,7 +139,8 @@ class _Driver:
     def call(self, request: Mapping[str, Any]) -> dict[str, Any]:
         with self.lock:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps(request, ensure_ascii=False) + "\n")
+            # ASCII: Node's readline also ends a line at U+2028 and U+2029
+            self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
             reply = self._read()
         if "error" in reply:
