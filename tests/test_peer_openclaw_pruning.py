@@ -225,3 +225,13 @@ def test_missing_names_the_directory_it_was_given(tmp_path, monkeypatch):
     monkeypatch.setenv(ocp.ENV_DIR, str(tmp_path))
     why = ocp.missing()
     assert why is not None and ocp.ENV_DIR in why and str(tmp_path) in why
+
+
+def test_a_changed_dist_layout_stops_the_driver_with_the_missing_name(openclaw, tmp_path):
+    (tmp_path / "package.json").write_text('{"name": "openclaw", "version": "0.0.0"}')
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "dist" / "tool-result-truncation-x.mjs").write_text("function f() {}\nexport { f as n };\n")
+    node, _ = ocp.find_node()
+    assert node is not None
+    with pytest.raises(RuntimeError, match="pruneExpiredCacheTtlToolResults: OpenClaw's layout changed"):
+        ocp._Driver(node, tmp_path)
