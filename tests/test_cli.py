@@ -115,7 +115,7 @@ def test_bench_output_fits_100_columns_with_a_legend_and_what_next(capsys):
         "recalls",
         "_Binf",
         "_immediate",
-        "openclaw_cache_ttl",
+        "openclaw_context_pruning",
     ):
         assert word in out, word
     assert "synthetic" in out and "simulator" in out and "Next:" in out

@@ -14,12 +14,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, Protocol
 
-from ..._canonical import canonical_json, sha256_hex
 from ...artifacts import ArtifactStore
 from ...config import Config
 from ...estimator import ImmediateEstimator, OfflineEstimator
 from ...lifecycle import Lifecycle, LifecycleConfig
-from ...messages import content_text
 from ...pilot import TokenPilot
 from ...segments import SegmentRules
 from ...tokens import message_tokens
@@ -177,60 +175,6 @@ class _KeepLastNSession(_Stateless):
         return Rendered(view, tools, len(view))
 
 
-@dataclass(frozen=True, slots=True)
-class CacheTtlPruning:
-    """OpenClaw's `contextPruning.mode: "cache-ttl"`: once the provider cache has expired
-    (idle > ttl), tool results older than the last `keep_assistants` assistant turns are
-    soft-trimmed (over `soft_chars`: first/last `keep_chars`), and hard-cleared when the
-    context is over `hard_ratio` of the window. Pruning persists until the next expiry."""
-
-    ttl_s: float = 300.0
-    keep_assistants: int = 3
-    soft_chars: int = 4000
-    keep_chars: int = 1500
-    window_tokens: int = 200_000
-    hard_ratio: float = 0.5
-    name: str = "openclaw_cache_ttl"
-    kind: ClassVar[str] = "sketch"
-
-    def session(self, session_id: str) -> MethodSession:
-        return _TtlSession(self)
-
-
-class _TtlSession(_Stateless):
-    def __init__(self, m: CacheTtlPruning) -> None:
-        self.m = m
-        self.last: float | None = None
-        self.pruned: dict[str, Message] = {}  # content hash of an original -> pruned form
-
-    def render(self, prompt: list[Message], tools: list[dict[str, Any]], timestamp: float | None) -> Rendered:
-        m = self.m
-        expired = timestamp is not None and self.last is not None and timestamp - self.last > m.ttl_s
-        if timestamp is not None:
-            self.last = timestamp
-        if expired:
-            assistants = [i for i, msg in enumerate(prompt) if msg.get("role") == "assistant"]
-            boundary = assistants[-m.keep_assistants] if len(assistants) >= m.keep_assistants else 0
-            hard = _tokens(prompt) > m.window_tokens * m.hard_ratio
-            for msg in prompt[:boundary]:
-                if msg.get("role") != "tool":
-                    continue
-                key = sha256_hex(canonical_json(msg))
-                text = content_text(msg.get("content"))
-                if hard:
-                    self.pruned[key] = {**msg, "content": "[Old tool result content cleared]"}
-                elif len(text) > m.soft_chars and key not in self.pruned:
-                    trimmed = text[: m.keep_chars] + "\n...\n" + text[-m.keep_chars :]
-                    self.pruned[key] = {**msg, "content": trimmed}
-        if not self.pruned:
-            return Rendered(prompt, tools, len(prompt))
-        out = [
-            self.pruned.get(sha256_hex(canonical_json(msg)), msg) if msg.get("role") == "tool" else msg
-            for msg in prompt
-        ]
-        return Rendered(out, tools, len(out))
-
-
 # ---------------------------------------------------------------------------
 # TokenPilot
 # ---------------------------------------------------------------------------
@@ -311,7 +255,7 @@ def default_methods(
     """Every method of the bench, in report order: vanilla, sketches, peers (other
     products' own code: `True` for all, or the names wanted; `ConfigError` when one is
     not installed), then TokenPilot: global only, the B sweep, the immediate ablation."""
-    methods: list[Method] = [Vanilla(), KeepLastN(), CacheTtlPruning()]
+    methods: list[Method] = [Vanilla(), KeepLastN()]
     if peers:
         from .peers import peer_methods
 

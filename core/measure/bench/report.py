@@ -48,7 +48,7 @@ recoverable  visible, or one recall_artifact call away
 breaks       calls whose cacheable prefix did not extend the previous call's (each re-prefills)
 recalls      calls that paid an extra round trip to recall something hidden (in cost $)
 same         a second run of a fresh method rendered every request byte for byte the same
-methods      keep_last_n, openclaw_cache_ttl: our sketches; langchain_*, headroom,
+methods      keep_last_n: our sketch of the paper's baseline; langchain_*, headroom,
              openclaw_context_pruning (--peers): those products' own code;
              tokenpilot_global: reduction only; tokenpilot: + eviction
              every B turns (B=3 OpenAI, 5 Anthropic); _B1/_B5/_Binf: other batches (inf: never);
