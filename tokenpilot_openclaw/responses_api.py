@@ -294,7 +294,7 @@ class ResponsesRelay:
 
     def _turn(self) -> None:
         self._cut: int | None = None
-        self._held: list[bytes] = []
+        self._held: list[dict[str, Any]] = []
         self._response: dict[str, Any] | None = None
 
     def next_turn(self) -> None:
@@ -330,13 +330,17 @@ class ResponsesRelay:
                                        "output": [*self._shown, *(resp.get("output") or [])]}}  # fmt: skip
         if isinstance(idx, int) and self._offset:
             obj = {**obj, "output_index": idx + self._offset}
-        obj = {**obj, "sequence_number": self._seq} if "sequence_number" in obj else obj
-        self._seq += 1
-        out = _event(obj)
         if self._cut is not None and (kind in _ENDS or (isinstance(idx, int) and idx >= self._cut)):
-            self._held.append(out)
+            self._held.append(obj)
             return []
-        return [out]
+        return [self._emit(obj)]
+
+    def _emit(self, obj: Mapping[str, Any]) -> bytes:
+        """The event as sent: numbered in the client's one sequence."""
+        if "sequence_number" in obj:
+            obj = {**obj, "sequence_number": self._seq}
+            self._seq += 1
+        return _event(obj)
 
     def recall_turn(self) -> dict[str, Any] | None:
         if not self.ended or self.failed or self._response is None:
@@ -345,7 +349,7 @@ class ResponsesRelay:
 
     def flush(self) -> list[bytes]:
         held, self._held = self._held, []
-        return held
+        return [self._emit(obj) for obj in held]
 
     def usage(self) -> dict[str, Any] | None:
         u = (self._response or {}).get("usage")
