@@ -364,3 +364,23 @@ def test_client_markers_are_folded_into_at_most_four():
 )
 def test_session_id_from_what_claude_code_sends(body, headers, want):
     assert session_hint(body, headers) == want
+
+
+async def test_without_a_session_the_id_is_derived_and_upstream_faults_come_back(start, fake, tmp_path):
+    rp = await start()
+    client = anthropic.AsyncAnthropic(base_url=rp.url, api_key="sk-test", max_retries=0)
+    await ask(client, False, system=system("2026-12-03"), messages=[{"role": "user", "content": "hi"}])
+    (sid,) = rp.proxy.stats
+    assert sid.startswith("s_"), "no session header or metadata: the conversation's derived id"
+    got = fake.messages_requests()[0].headers
+    assert "sk-test" in (got.get("x-api-key"), got.get("Authorization", "").removeprefix("Bearer "))
+    assert got["anthropic-version"], "the client's API version is passed on"
+    # six client markers: Anthropic would refuse them; the upstream gets TokenPilot's, at most 4
+    many = [{"type": "text", "text": f"p{i}", "cache_control": {"type": "ephemeral"}} for i in range(6)]
+    await client.messages.create(model=MODEL, max_tokens=10, messages=[{"role": "user", "content": many}])
+    assert breakpoints(fake.messages_requests()[1].body) <= 4
+    # an unreachable upstream is a clean 502
+    await fake.close()
+    with pytest.raises(anthropic.APIStatusError) as err:
+        await ask(client, True, system=system("2026-12-03"), messages=[{"role": "user", "content": "hi"}])
+    assert err.value.status_code == 502

@@ -188,3 +188,14 @@ def test_translation_loses_nothing():
     assert items == body["input"]
     back = [t for t in tools_from_core(prepared.tools) if t["name"] != "recall_artifact"]
     assert back == sorted(TOOLS, key=lambda t: t["name"]), "the same tools, in the core's canonical order"
+
+
+async def test_a_stored_response_continuation_is_forwarded_unmanaged(start, fake):
+    rp = await start()
+    items = [{"type": "function_call_output", "call_id": "call_1", "output": BIG}]
+    await sdk(rp).responses.create(
+        model=MODEL, previous_response_id="resp_prev", input=items, prompt_cache_key="k-prev"
+    )
+    (req,) = fake.responses_requests()
+    assert req.body["input"] == items and "tools" not in req.body, "only new items: nothing to manage"
+    assert req.body["prompt_cache_key"] == "k-prev" and req.body["previous_response_id"] == "resp_prev"
