@@ -13,8 +13,16 @@ from typing import Any
 
 import anthropic
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import TOOLS as STRATEGY_TOOLS
+from strategies import call_points
+from strategies import session as chat_session
 
 from tokenpilot import Config, TokenPilot
+from tokenpilot.lifecycle import LifecycleConfig
+from tokenpilot.messages import to_anthropic
+from tokenpilot.segments import WindowRule
 from tokenpilot_openclaw.anthropic_wire import (
     breakpoints,
     pairing_errors,
@@ -384,3 +392,38 @@ async def test_without_a_session_the_id_is_derived_and_upstream_faults_come_back
     with pytest.raises(anthropic.APIStatusError) as err:
         await ask(client, True, system=system("2026-12-03"), messages=[{"role": "user", "content": "hi"}])
     assert err.value.status_code == 502
+
+
+# ---------------------------------------------------------------------------
+# Pairing and breakpoints after reductions and evictions (random sessions)
+# ---------------------------------------------------------------------------
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(chat_session(), st.booleans())
+def test_pairing_and_breakpoints_hold_after_reductions_and_evictions(msgs, windowed):
+    """Claude Code-shaped bodies of random sessions (parallel calls, big and repeated outputs),
+    managed with eviction every turn: every body keeps Anthropic's pairing rules and at most
+    4 breakpoints, never on a thinking block; between evictions each extends the previous."""
+    window = WindowRule(trigger_tokens=300, keep_calls=2) if windowed else LifecycleConfig().window
+    tp = TokenPilot(
+        lifecycle=LifecycleConfig(batch_turns=1, schedule="inline", cost_gate=False, window=window)
+    )
+    prev: list[str] | None = None
+    for k in call_points(msgs):
+        body = to_anthropic(msgs[:k], STRATEGY_TOOLS)
+        history, tools = to_core(body)
+        prepared = tp.prepare(history, tools, session_id="s")
+        out = render(prepared)
+        assert pairing_errors(out["messages"]) == [], out["messages"]
+        assert 1 <= breakpoints(out) <= 4
+        marked = [b for m in out["messages"] for b in m["content"] if "cache_control" in b]
+        assert all(b["type"] not in ("thinking", "redacted_thinking") for b in marked)
+        blocks = anthropic_blocks(out)[0]
+        if (
+            prev is not None
+            and prepared.stats.prefix_break is None
+            and prepared.tail_start == len(prepared.messages)
+        ):
+            assert blocks[: len(prev)] == prev
+        prev = blocks if prepared.tail_start == len(prepared.messages) else None
