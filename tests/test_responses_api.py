@@ -179,15 +179,24 @@ def test_translation_loses_nothing():
             {"type": "function_call_output", "call_id": "c1", "output": "a.txt"},
             {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "denied"}]},
             {"type": "item_reference", "id": "ws_9"},
+            {"type": "custom_tool_call", "id": "ctc_1", "call_id": "c3", "name": "apply_patch",
+             "input": "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch", "status": "completed"},
+            {"type": "custom_tool_call_output", "call_id": "c3", "output": "Done!"},
         ],
     }  # fmt: skip
+    body["tools"] = [
+        *TOOLS,
+        {"type": "web_search"},
+        {"type": "custom", "name": "apply_patch", "format": {"type": "text"}},
+    ]
     history, tools = to_core(body)
     prepared = TokenPilot(Config(passes=()), lifecycle=False).prepare(history, tools, session_id="r")
     instr, items = from_core(prepared.messages)
     assert instr == "be brief"
     assert items == body["input"]
-    back = [t for t in tools_from_core(prepared.tools) if t["name"] != "recall_artifact"]
-    assert back == sorted(TOOLS, key=lambda t: t["name"]), "the same tools, in the core's canonical order"
+    back = [t for t in tools_from_core(prepared.tools) if t.get("name") != "recall_artifact"]
+    key = lambda t: t.get("name") or f"__{t['type']}"  # noqa: E731
+    assert back == sorted(body["tools"], key=key), "the same tools, in the core's canonical order"
 
 
 async def test_a_stored_response_continuation_is_forwarded_unmanaged(start, fake):

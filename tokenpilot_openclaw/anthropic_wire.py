@@ -38,8 +38,6 @@ SESSION_HEADER = "x-claude-code-session-id"
 VALUES_PREFIX = "<tokenpilot-values>"
 # Blocks Anthropic refuses a cache_control on.
 _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
-# Keys of a count_tokens body (the rest of a messages body is refused there).
-COUNT_KEYS = ("model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers")
 
 
 # ---------------------------------------------------------------------------
@@ -401,11 +399,6 @@ def upstream_body(body: Mapping[str, Any], prepared: Prepared | None) -> dict[st
         else:
             out.pop(key, None)
     return out
-
-
-def count_body(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What `/v1/messages/count_tokens` accepts of a (managed) messages body."""
-    return {k: body[k] for k in COUNT_KEYS if k in body}
 
 
 def breakpoints(body: Mapping[str, Any]) -> int:

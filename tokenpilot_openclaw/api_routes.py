@@ -20,7 +20,7 @@ from aiohttp import web
 from tokenpilot import Prepared, TokenPilot
 from tokenpilot.errors import MessageError
 
-from . import anthropic_wire, sse, wire
+from . import sse, wire
 from .anthropic_api import AnthropicApi
 from .apis import MAX_RECALL_ROUNDS, Api, RecallTurns, StreamRelay
 from .proxy import Proxy, _StreamBroken, _upstream_chunks, json_error
@@ -60,7 +60,7 @@ class ApiRoutes:
             return json_error(400, str(exc), type_="invalid_request_error", param="messages")
         except Exception:  # count what the client sent rather than fail the count
             log.exception("tokenpilot: counting failed for session %s; counting the request as sent", sid)
-        out = anthropic_wire.count_body(api.upstream_body(body, prepared, sid))
+        out = api.upstream_body(body, prepared, sid)  # the client's keys: it knows what counts take
         headers = api.headers(self._upstream_headers(request), request.headers, self.proxy.upstream.api_key)
         resp = await self.proxy._send(out, headers, SessionStats(), path="/messages/count_tokens")
         if isinstance(resp, web.Response):

@@ -7,9 +7,9 @@ items each call (`store: false`), so TokenPilot manages it like a chat history:
   `instructions`); leading `system`/`developer` items are system messages too.
 - `message` items keep their keys; `input_text`/`output_text` parts become `text`
   parts (the core reads those) and get their type back from the role.
-- consecutive `function_call` items become one assistant message's `tool_calls`, each
-  `function_call_output` a `tool` message: the core reduces those outputs and keeps
-  calls and results paired.
+- consecutive `function_call` (and `custom_tool_call`, Codex's apply_patch) items become
+  one assistant message's `tool_calls`, each `function_call_output` (`custom_tool_call_output`)
+  a `tool` message: the core reduces those outputs and keeps calls and results paired.
 - every other item (reasoning with its encrypted content, item references, built-in
   tool calls) rides untouched inside an assistant message the core never edits.
 
@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokenpilot import Prepared
+from tokenpilot.messages import parse_arguments
 
 from . import sse, wire
 from .apis import DEFERRED, RECALL_TOOL_NAME
@@ -33,6 +34,9 @@ from .wire import BadRequest, _kind
 
 INSTRUCTIONS = "tp_instructions"  # marks the system message that was `instructions`
 ITEM = "tp_item"  # an input item with no chat equivalent, as a content part
+BUILTIN = "tp_builtin"  # a built-in tool without a name, inside a function entry
+CALLS = ("function_call", "custom_tool_call")
+OUTPUTS = ("function_call_output", "custom_tool_call_output")
 _TEXT_TYPES = ("input_text", "output_text")
 _SYSTEM = ("system", "developer")
 
@@ -93,10 +97,11 @@ def to_core(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
         if kind == "message" and isinstance(item.get("role"), str):
             extra = {k: v for k, v in item.items() if k not in ("role", "content")}
             out.append({"role": item["role"], "content": _content_in(item.get("content")), **extra})
-        elif kind == "function_call":
+        elif kind in CALLS:  # a custom tool's free-form input rides as a JSON string
+            args = item.get("arguments", "") if kind == "function_call" else json.dumps(item.get("input", ""))
             call = {"id": item.get("call_id"), "type": "function",
-                    "function": {"name": item.get("name"), "arguments": item.get("arguments", "")},
-                    ITEM: {k: v for k, v in item.items() if k not in ("call_id", "name", "arguments")}}  # fmt: skip
+                    "function": {"name": item.get("name"), "arguments": args},
+                    ITEM: {k: v for k, v in item.items() if k not in ("call_id", "name", "arguments", "input")}}  # fmt: skip
             prev = out[-1] if out else None
             if (
                 prev is not None
@@ -107,7 +112,7 @@ def to_core(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
                 prev["tool_calls"].append(call)
             else:
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
+        elif kind in OUTPUTS:
             extra = {k: v for k, v in item.items() if k not in ("call_id", "output")}
             output = item.get("output", "")
             out.append(
@@ -125,14 +130,18 @@ def to_core(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
 
 
 def tools_to_core(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Function tools in chat form (their other keys, like `strict`, kept); others as they are."""
+    """Function tools in chat form (their other keys, like `strict`, kept). Named tools of
+    other kinds (`custom`) pass as they are; a built-in without a name (`web_search`) rides
+    inside a function entry named after its type, since the core keys tools by name."""
     out = []
     for t in tools:
         if t.get("type") == "function" and isinstance(t.get("name"), str):
             fn = {k: v for k, v in t.items() if k != "type"}
             out.append({"type": "function", "function": fn})
-        else:
+        elif isinstance(t.get("name"), str):
             out.append(dict(t))
+        else:
+            out.append({"type": "function", "function": {"name": f"__{t.get('type')}", BUILTIN: dict(t)}})
     return out
 
 
@@ -140,9 +149,10 @@ def tools_from_core(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for t in tools:
         fn = t.get("function")
-        out.append(
-            {"type": "function", **fn} if t.get("type") == "function" and isinstance(fn, Mapping) else dict(t)
-        )
+        if t.get("type") == "function" and isinstance(fn, Mapping):
+            out.append(dict(fn[BUILTIN]) if BUILTIN in fn else {"type": "function", **fn})
+        else:
+            out.append(dict(t))
     return out
 
 
@@ -175,8 +185,13 @@ def from_core(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[d
                 items.append({**extra, "role": role, "content": _content_out(content, str(role))})
             for call in m.get("tool_calls") or []:
                 fn = call.get("function") or {}
-                items.append({"type": "function_call", **(call.get(ITEM) or {}), "call_id": call.get("id"),
-                              "name": fn.get("name"), "arguments": fn.get("arguments", "")})  # fmt: skip
+                item = {"type": "function_call", **(call.get(ITEM) or {})}
+                item.update(call_id=call.get("id"), name=fn.get("name"))
+                if item["type"] == "custom_tool_call":
+                    item["input"] = parse_arguments(fn.get("arguments") or '""')
+                else:
+                    item["arguments"] = fn.get("arguments", "")
+                items.append(item)
     return ("\n\n".join(instructions) if instructions else None), items
 
 
@@ -232,12 +247,8 @@ class ResponsesApi:
         return base
 
     def recall_calls(self, response: Mapping[str, Any]) -> list[tuple[str, str, str]] | None:
-        calls = [
-            x
-            for x in response.get("output") or []
-            if isinstance(x, Mapping) and x.get("type") == "function_call"
-        ]
-        if not any(c.get("name") == RECALL_TOOL_NAME for c in calls):
+        calls = [x for x in response.get("output") or [] if isinstance(x, Mapping) and x.get("type") in CALLS]
+        if not any(c.get("type") == "function_call" and c.get("name") == RECALL_TOOL_NAME for c in calls):
             return None
         return [(c.get("call_id", ""), c.get("name", ""), c.get("arguments", "")) for c in calls]
 
@@ -245,15 +256,16 @@ class ResponsesApi:
         self, out: Mapping[str, Any], response: Mapping[str, Any], results: Mapping[str, str]
     ) -> dict[str, Any]:
         output = list(response.get("output") or [])
-        answers = [{"type": "function_call_output", "call_id": c["call_id"], "output": results.get(c["call_id"], DEFERRED)}
-                   for c in output if c.get("type") == "function_call"]  # fmt: skip
+        answers = [{"type": OUTPUTS[CALLS.index(c["type"])], "call_id": c["call_id"],
+                    "output": results.get(c["call_id"], DEFERRED)}
+                   for c in output if c.get("type") in CALLS]  # fmt: skip
         inp = out.get("input")
         items = [{"role": "user", "content": inp}] if isinstance(inp, str) else list(inp or [])
         return {**out, "input": [*items, *output, *answers]}
 
     def visible(self, response: Mapping[str, Any]) -> list[Any]:
         output = list(response.get("output") or [])
-        cut = next((i for i, x in enumerate(output) if x.get("type") == "function_call"), len(output))
+        cut = next((i for i, x in enumerate(output) if x.get("type") in CALLS), len(output))
         return output[:cut]
 
     def merge(self, shown: list[Any], response: Mapping[str, Any]) -> dict[str, Any]:
@@ -276,7 +288,7 @@ def _event(obj: Mapping[str, Any]) -> bytes:
 class ResponsesRelay:
     """One client response from one or more upstream streamed turns.
 
-    Items are relayed until the turn's first `function_call` item; its events and the
+    Items are relayed until the turn's first tool call item; its events and the
     rest are held until `response.completed`. Later turns' events get output indexes
     after the items the client has, one running `sequence_number`, and the first
     turn's response id; the final `response.completed` lists every item shown.
@@ -321,7 +333,7 @@ class ResponsesRelay:
         if kind == "error":
             self.ended = self.failed = True
         idx = obj.get("output_index")
-        if kind == "response.output_item.added" and (obj.get("item") or {}).get("type") == "function_call":
+        if kind == "response.output_item.added" and (obj.get("item") or {}).get("type") in CALLS:
             self._cut = idx if self._cut is None else self._cut
         if kind in _ENDS and resp is not None:
             self.ended = True
