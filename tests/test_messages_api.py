@@ -427,3 +427,17 @@ def test_pairing_and_breakpoints_hold_after_reductions_and_evictions(msgs, windo
         ):
             assert blocks[: len(prev)] == prev
         prev = blocks if prepared.tail_start == len(prepared.messages) else None
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_client_that_lists_recall_artifact_runs_it_itself(start, fake, stream):
+    """Like OpenClaw's plugin on the chat path: the call goes to the client, not into the proxy."""
+    own = {"name": "recall_artifact", "description": "mine", "input_schema": {"type": "object"}}
+    rp = await start(
+        lambda body: Reply("", (ToolCall("recall_artifact", {"artifact_id": "art_x"}, id="r9"),))
+    )
+    msg = await ask(
+        sdk(rp, "own-recall"), stream, tools=[*TOOLS, own], messages=[{"role": "user", "content": "hi"}]
+    )
+    assert [(b.type, b.name) for b in msg.content] == [("tool_use", "recall_artifact")]
+    assert msg.stop_reason == "tool_use" and len(fake.messages_requests()) == 1

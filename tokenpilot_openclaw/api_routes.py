@@ -19,10 +19,11 @@ from aiohttp import web
 
 from tokenpilot import Prepared, TokenPilot
 from tokenpilot.errors import MessageError
+from tokenpilot.messages import tool_name
 
 from . import sse, wire
 from .anthropic_api import AnthropicApi
-from .apis import MAX_RECALL_ROUNDS, Api, RecallTurns, StreamRelay
+from .apis import MAX_RECALL_ROUNDS, RECALL_TOOL_NAME, Api, RecallTurns, StreamRelay
 from .proxy import Proxy, _StreamBroken, _upstream_chunks, json_error
 from .responses_api import ResponsesApi
 from .sessions import SessionStats
@@ -130,10 +131,12 @@ class ApiRoutes:
         self.proxy._dirty.add(sid)
         out = api.upstream_body(body, prepared, sid)
         headers = api.headers(self._upstream_headers(request), request.headers, self.proxy.upstream.api_key)
+        # a client that lists recall_artifact itself runs it (as OpenClaw's plugin does)
+        rounds = 0 if any(tool_name(t) == RECALL_TOOL_NAME for t in tools or []) else MAX_RECALL_ROUNDS
         turns = RecallTurns(self.proxy.pilot, api, sid)
         if body.get("stream") is True:
-            return await self._api_stream(request, api, turns, out, headers, stats)
-        for _ in range(MAX_RECALL_ROUNDS + 1):
+            return await self._api_stream(request, api, turns, out, headers, stats, rounds)
+        for n in range(rounds + 1):
             resp = await self.proxy._send(out, headers, stats, path=api.path)
             if isinstance(resp, web.Response):
                 return resp
@@ -141,9 +144,9 @@ class ApiRoutes:
                 whole = await self.proxy._relay_whole(resp, stats)
             finally:
                 resp.release()
-            nxt = await turns.after(whole, out)
+            nxt = await turns.after(whole, out) if n < rounds else None
             if nxt is None:
-                return turns.answer(whole)
+                break
             out = nxt
         return turns.answer(whole)
 
@@ -155,12 +158,13 @@ class ApiRoutes:
         out: dict[str, Any],
         headers: dict[str, str],
         stats: SessionStats,
+        max_rounds: int,
     ) -> web.StreamResponse:
         """Relay a streamed answer event by event; a recall turn is answered and continued."""
         headers = {**headers, "Accept": "text/event-stream"}
         relay = api.relay()
         client: web.StreamResponse | None = None
-        for rounds in range(MAX_RECALL_ROUNDS + 1):
+        for rounds in range(max_rounds + 1):
             resp = await self.proxy._send(out, headers, stats, path=api.path)
             if isinstance(resp, web.Response):
                 if client is None:
@@ -191,7 +195,7 @@ class ApiRoutes:
                 return client or web.Response(status=499)
             finally:
                 resp.release()
-            recall = relay.recall_turn() if rounds < MAX_RECALL_ROUNDS else None
+            recall = relay.recall_turn() if rounds < max_rounds else None
             if recall is None:
                 for event in relay.flush():
                     await client.write(event)
