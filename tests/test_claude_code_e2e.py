@@ -5,6 +5,8 @@ is `FakeAnthropic`, which refuses more than 4 cache breakpoints or broken tool p
 as Anthropic does. The model has Claude Code `cat` a pretty-printed JSON file (TokenPilot
 minifies it and keeps the original), then recalls the original through
 `recall_artifact`, which the proxy answers itself: Claude Code never sees that tool.
+A second `claude -p --resume` process then continues the conversation, and its request
+extends what the provider cached of the first one's.
 
 Claude Code comes from the npm registry into the e2e cache ($TOKENPILOT_E2E_CACHE,
 default ~/.cache/tokenpilot-e2e); the test skips, saying why, only when it is not
@@ -86,7 +88,7 @@ def _model(body: dict[str, Any]) -> Reply:
     """cat the file; recall what TokenPilot cut; say how many lines came back."""
     result = _last_result(body)
     if result is None:
-        if any(t.get("name") == "Bash" for t in body.get("tools") or []):
+        if len(body["messages"]) == 1 and any(t.get("name") == "Bash" for t in body.get("tools") or []):
             return Reply(
                 "",
                 (
@@ -95,7 +97,7 @@ def _model(body: dict[str, Any]) -> Reply:
                     ),
                 ),
             )
-        return Reply("ok")  # Claude Code's side requests (titles, probes)
+        return Reply("ok")  # a later question, or Claude Code's side requests (titles, probes)
     text = result["content"] if isinstance(result["content"], str) else ""
     if result["tool_use_id"] == "toolu_cat":
         if 'artifact_id="' not in text:
@@ -142,15 +144,20 @@ def test_claude_code_through_the_proxy(tmp_path):
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
     }
+    cmd = [str(claude), "--output-format", "json", "--allowedTools", "Bash", "-p"]
     try:
-        res = _run([str(claude), "-p", "show me the data", "--output-format", "json", "--allowedTools", "Bash"],
-                   env=env, cwd=work, timeout=180)  # fmt: skip
+        res = _run([*cmd, "show me the data"], env=env, cwd=work, timeout=180)
+        out = json.loads(res.stdout) if res.returncode == 0 else {}
+        # a second process resumes the conversation: its prefix is the first one's
+        again = _run(
+            [*cmd, "and now?", "--resume", out.get("session_id", "")], env=env, cwd=work, timeout=180
+        )
     finally:
         loop.run(rp.stop())
         loop.run(fake.close())
         loop.close()
     assert res.returncode == 0, res.stderr[-2000:] + res.stdout[-2000:]
-    out = json.loads(res.stdout)
+    assert again.returncode == 0, again.stderr[-2000:] + again.stdout[-2000:]
     sent = next(m["content"] for h in histories for m in h if m.get("role") == "tool")
     assert out["result"] == f"recalled {len(sent.splitlines())} lines", out["result"]
     assert sent.strip() == data.strip(), "Claude Code sent the whole output"
@@ -158,11 +165,11 @@ def test_claude_code_through_the_proxy(tmp_path):
     main = [
         r for r in fake.messages_requests() if any(t.get("name") == "Bash" for t in r.body.get("tools") or [])
     ]
-    assert len(main) == 3, [r.body["messages"][-1] for r in main]
+    assert len(main) == 4, [r.body["messages"][-1] for r in main]
     for r in fake.requests:
         assert breakpoints(r.body) <= 4 and pairing_errors(r.body["messages"]) == []
     blocks = [anthropic_blocks(r.body)[0] for r in main]
-    for r, prev, cur in zip(main[1:], blocks, blocks[1:]):
+    for r, prev, cur in zip(main[1:3], blocks, blocks[1:3]):
         assert cur[: len(prev)] == prev, "each request extends the previous one"
         assert r.cached_tokens == sum(len(b) for b in prev) // 4, (
             "the whole previous prompt is read from cache"
@@ -171,5 +178,10 @@ def test_claude_code_through_the_proxy(tmp_path):
     assert len(reduced) < len(sent) / 2 and "art_" in reduced
     recalled = _last_result(main[2].body)
     assert recalled["tool_use_id"] == "toolu_recall" and recalled["content"].split("\n", 1)[1] == sent
+    # the resumed call: the recall exchange stayed in the proxy, so its prefix is the
+    # second request's, read from cache up to the previous turn's breakpoint
+    assert json.loads(again.stdout)["session_id"] == out["session_id"]
+    assert blocks[3][: len(blocks[1])] == blocks[1]
+    assert main[3].cached_tokens == sum(len(b) for b in blocks[1]) // 4
     stats = rp.proxy.stats[out["session_id"]]
-    assert stats.calls == 2 and stats.prefix_breaks == 0 and stats.cached_tokens > 0
+    assert stats.calls == 3 and stats.prefix_breaks == 0 and stats.cached_tokens > 0
