@@ -32,6 +32,7 @@ from tokenpilot_openclaw.anthropic_wire import (
 )
 from tokenpilot_openclaw.proxy import ProxySettings
 from tokenpilot_openclaw.server import RunningProxy
+from tokenpilot_openclaw.sessions import SessionStats
 from tokenpilot_openclaw.testing import FakeAnthropic, Reply, ToolCall, anthropic_blocks
 
 MODEL = "claude-fake"
@@ -441,3 +442,18 @@ async def test_a_client_that_lists_recall_artifact_runs_it_itself(start, fake, s
     )
     assert [(b.type, b.name) for b in msg.content] == [("tool_use", "recall_artifact")]
     assert msg.stop_reason == "tool_use" and len(fake.messages_requests()) == 1
+
+
+def test_usage_of_each_api_is_counted_as_prompt_and_cache_reads():
+    st = SessionStats()
+    st.record_usage({"input_tokens": 10, "cache_creation_input_tokens": 200, "cache_read_input_tokens": 3000,
+                     "output_tokens": 7})  # fmt: skip
+    assert (st.prompt_tokens, st.cached_tokens, st.output_tokens) == (3210, 3000, 7)
+    st.record_usage(
+        {"input_tokens": 1500, "input_tokens_details": {"cached_tokens": 1280}, "output_tokens": 5}
+    )
+    assert (st.prompt_tokens, st.cached_tokens, st.output_tokens) == (4710, 4280, 12)
+    st.record_usage(
+        {"prompt_tokens": 100, "prompt_tokens_details": {"cached_tokens": 0}, "completion_tokens": 1}
+    )
+    assert (st.prompt_tokens, st.cached_tokens, st.usage_reports) == (4810, 4280, 3)
