@@ -300,10 +300,15 @@ class Proxy:
 
     # -- the app ------------------------------------------------------------------
     def app(self) -> web.Application:
+        from .api_routes import ApiRoutes  # it builds on this module
+
+        api = ApiRoutes(self)
         app = web.Application(client_max_size=self.settings.max_body_bytes, middlewares=[self._middleware])
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/v1/models", self.models)
-        app.router.add_route("*", "/v1/responses", self.responses)
+        app.router.add_post("/v1/responses", api.responses)
+        app.router.add_post("/v1/messages", api.messages)
+        app.router.add_post("/v1/messages/count_tokens", api.count_tokens)
         app.router.add_get("/health", self.health)
         app.router.add_get("/tokenpilot/stats", self.stats_view)
         app.router.add_get("/tokenpilot/artifacts/{artifact_id}", self.artifact)
@@ -490,13 +495,15 @@ class Proxy:
             resp.release()
 
     async def _send(
-        self, out: dict[str, Any], headers: dict[str, str], stats: SessionStats
+        self,
+        out: dict[str, Any],
+        headers: dict[str, str],
+        stats: SessionStats,
+        path: str = "/chat/completions",
     ) -> aiohttp.ClientResponse | web.Response:
         """POST the managed request upstream; a timeout or refusal becomes a 504/502 answer."""
         try:
-            return await self.upstream.request(
-                "POST", "/chat/completions", headers=headers, data=wire.encode(out)
-            )
+            return await self.upstream.request("POST", path, headers=headers, data=wire.encode(out))
         except UpstreamTimeout as exc:
             stats.errors += 1
             return json_error(504, str(exc), type_="upstream_timeout", code="upstream_timeout")
@@ -610,15 +617,6 @@ class Proxy:
         except (UpstreamUnreachable, aiohttp.ClientError) as exc:
             return json_error(502, str(exc), type_="upstream_error", code="upstream_unreachable")
         return web.Response(status=resp.status, body=payload, headers=response_headers(resp))
-
-    async def responses(self, request: web.Request) -> web.Response:
-        return json_error(
-            501,
-            "the TokenPilot proxy serves the Chat Completions API only: use /v1/chat/completions "
-            '(in OpenClaw: api: "openai-completions")',
-            type_="not_implemented",
-            code="responses_api_not_supported",
-        )
 
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response(

@@ -43,7 +43,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--upstream",
         required=True,
         metavar="URL",
-        help="OpenAI-compatible base URL, with its /v1 (e.g. https://api.openai.com/v1); "
+        help="OpenAI-compatible base URL, with its /v1 (e.g. https://api.openai.com/v1; "
+        "https://api.anthropic.com/v1 for /v1/messages); "
         "user:password@ in it is sent as HTTP Basic auth (and never printed)",
     )
     p.add_argument(

