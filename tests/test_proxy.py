@@ -1065,3 +1065,22 @@ async def test_tool_results_reduced_before_the_host_keeps_them(upstream, proxy, 
     for bad in ({"tool": "exec", "text": BIG}, {"session": "mw", "text": 5}, [1, 2]):
         async with http.post(url, json=bad) as r:
             assert r.status == 400 and (await r.json())["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    ("api", "status"),
+    [
+        ("openai-completions", "ok"),
+        ("openai-responses", "ok"),
+        ("anthropic-messages", "ok"),
+        ("google-gemini", "fail"),
+    ],
+)
+def test_doctor_accepts_every_api_the_proxy_serves(api, status):
+    from tokenpilot_openclaw.doctor import check_config
+    from tokenpilot_openclaw.openclaw_config import PROVIDER_ID
+
+    data = {"models": {"providers": {PROVIDER_ID: {"baseUrl": "http://127.0.0.1:8787/v1", "api": api}}}}
+    checks, _, _ = check_config(data)
+    found = next(c for c in checks if c.what == "provider api")
+    assert found.status == status, found

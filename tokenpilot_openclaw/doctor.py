@@ -42,6 +42,9 @@ from .sessions import StateDir
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 
+# OpenClaw provider `api` values the proxy answers: /v1/chat/completions, /v1/responses, /v1/messages
+SERVED_APIS = ("openai-completions", "openai-responses", "anthropic-messages")
+
 
 @dataclass(frozen=True, slots=True)
 class Check:
@@ -91,9 +94,9 @@ def check_config(data: dict[str, Any]) -> tuple[list[Check], str | None, str | N
     api = provider.get("api")
     out.append(
         Check(
-            OK if api == "openai-completions" else FAIL,
+            OK if api in SERVED_APIS else FAIL,
             "provider api",
-            f"{api!r} (the proxy serves openai-completions)",
+            f"{api!r} (the proxy serves {', '.join(SERVED_APIS)})",
         )
     )
     models = provider.get("models") if isinstance(provider.get("models"), list) else []
