@@ -1073,7 +1073,7 @@ async def test_tool_results_reduced_before_the_host_keeps_them(upstream, proxy, 
         ("openai-completions", "ok"),
         ("openai-responses", "ok"),
         ("anthropic-messages", "ok"),
-        ("google-gemini", "fail"),
+        ("google-gemini", "FAIL"),
     ],
 )
 def test_doctor_accepts_every_api_the_proxy_serves(api, status):
