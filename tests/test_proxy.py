@@ -1084,3 +1084,29 @@ def test_doctor_accepts_every_api_the_proxy_serves(api, status):
     checks, _, _ = check_config(data)
     found = next(c for c in checks if c.what == "provider api")
     assert found.status == status, found
+
+
+def test_proxy_prune_keeps_sessions_it_served_and_drops_idle_ones(tmp_path, monkeypatch):
+    """A session that only prepares (stores nothing new) for longer than the lease is still
+    live: the proxy renews the leases of sessions it served before the store prunes."""
+    import time
+
+    import tokenpilot.artifacts as artifacts
+    from tokenpilot import ArtifactStore, TokenPilot
+    from tokenpilot_openclaw.proxy import Proxy, ProxySettings
+
+    store = ArtifactStore(tmp_path / "art", size_limit_bytes=1, lease_s=3600)
+    proxy = Proxy(
+        ProxySettings(upstream="http://127.0.0.1:9", store_dir=tmp_path / "art", state_dir=None),
+        pilot=TokenPilot(store=store),
+    )
+    busy = store.put("busy", "b" * 10_000)  # both leases start now
+    idle = store.put("idle", "i" * 10_000)
+    later = time.time() + 7200  # two hours on: both leases (one hour) ran out
+    monkeypatch.setattr(artifacts.time, "time", lambda: later)
+    proxy._last_seen["busy"] = later - 60  # busy was served a minute ago, storing nothing new
+    proxy._last_seen["gone"] = later - 4000  # served once, over an hour ago: forgotten
+    assert proxy.prune() == 1
+    assert store.get("busy", busy)
+    assert not store.recall("idle", idle).found
+    assert "gone" not in proxy._last_seen

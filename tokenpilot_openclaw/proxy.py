@@ -81,6 +81,7 @@ class ProxySettings:
     models: tuple[str, ...] = ()
     flush_interval_s: float = 30.0
     store_url: str | None = None  # redis://...: originals and state shared by replicas
+    prune_interval_s: float = 600.0  # how often the store is brought under its size limit (0: never)
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -160,6 +161,8 @@ class Proxy:
         self._store_failing: set[str] = set()  # sessions with outputs the store refused (logged once)
         self._last_stable: dict[str, list[Any]] = {}
         self._flusher: asyncio.Task[None] | None = None
+        self._pruner: asyncio.Task[None] | None = None
+        self._last_seen: dict[str, float] = {}  # session -> time of its last call here
         self._started = time.time()
 
     # -- lifecycle --------------------------------------------------------------
@@ -184,6 +187,8 @@ class Proxy:
         await self.upstream.open()
         if self.settings.flush_interval_s > 0 and self.state is not None:
             self._flusher = asyncio.create_task(self._flush_periodically())
+        if self.settings.prune_interval_s > 0:
+            self._pruner = asyncio.create_task(self._prune_periodically())
         log.info(
             "tokenpilot: proxy ready, upstream %s, %d session(s) restored",
             redact_url(self.settings.upstream),
@@ -191,10 +196,11 @@ class Proxy:
         )
 
     async def close(self) -> None:
-        if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
+        for task in (self._flusher, self._pruner):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.flush()
         await self.upstream.close()
 
@@ -297,6 +303,36 @@ class Proxy:
         while True:
             await asyncio.sleep(self.settings.flush_interval_s)
             await self.flush()
+
+    def prune(self, now: float | None = None) -> int:
+        """Bring the store under its size limit without touching a live session: the
+        leases of sessions this process served within the lease period are renewed
+        first (a session that only prepares, storing nothing new, would otherwise age
+        out), then the store drops idle sessions, oldest first. The number of artifacts
+        removed; 0 when the store cannot be reached (logged)."""
+        store = self.pilot.store
+        now = time.time() if now is None else now
+        lease_s = float(getattr(store, "lease_s", 24 * 3600))
+        try:
+            for sid, seen in list(self._last_seen.items()):
+                if now - seen < lease_s:
+                    store.open_session(sid)
+                else:
+                    self._last_seen.pop(sid, None)
+            removed = store.prune(now)
+        except OSError as exc:
+            log.warning("tokenpilot: could not prune the artifact store: %s", exc)
+            return 0
+        if removed:
+            log.info(
+                "tokenpilot: pruned %d artifact(s) of idle sessions to stay under the size limit", removed
+            )
+        return removed
+
+    async def _prune_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.prune_interval_s)
+            await asyncio.to_thread(self.prune)
 
     # -- the app ------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -440,6 +476,7 @@ class Proxy:
     def _count_call(self, sid: str) -> SessionStats:
         stats = self.stats.setdefault(sid, SessionStats())
         stats.calls += 1
+        self._last_seen[sid] = time.time()
         return stats
 
     def _derive_session_id(self, history: list[Any], headers: Mapping[str, str]) -> str:
