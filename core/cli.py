@@ -41,14 +41,13 @@ def _trace_sets(paths: Sequence[str], seed: int, sessions: int) -> dict[str, lis
 def cmd_bench(args: argparse.Namespace) -> int:
     from .measure.bench import (
         count_calls,
-        default_methods,
         markdown,
         print_table,
         run_bench,
         write_json,
         write_plots,
     )
-    from .measure.bench.methods import ablation_methods, method_names
+    from .measure.bench.methods import method_names, named_methods
 
     if getattr(args, "live", None) or getattr(args, "local", False):
         from .measure.bench.live import cmd_live
@@ -76,8 +75,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 2
 
     def methods():
-        ms = ablation_methods() if args.ablation else default_methods()
-        return [m for m in ms if wanted is None or m.name in wanted]
+        return named_methods(wanted, ablation=args.ablation)
 
     modes = ["continuous", "isolated"] if args.mode == "both" else [args.mode]
     profiles = [p.strip() for p in args.profile.split(",")]

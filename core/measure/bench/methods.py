@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from ..._canonical import canonical_json, sha256_hex
 from ...artifacts import ArtifactStore
 from ...config import Config
+from ...errors import ConfigError
 from ...estimator import ImmediateEstimator, OfflineEstimator
 from ...lifecycle import Lifecycle, LifecycleConfig
 from ...messages import content_text
@@ -426,5 +427,44 @@ def ablation_methods() -> list[Method]:
     return methods
 
 
+def _peers_by_name() -> dict[str, tuple[Method, str | None]]:
+    """Every peer method whose module exists here -> (method, why it cannot run or None)."""
+    from importlib import import_module
+
+    from .peers import PEERS
+
+    out: dict[str, tuple[Method, str | None]] = {}
+    for module_name in PEERS:
+        try:
+            module = import_module(f"{__package__}.peers.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__package__}.peers.{module_name}":
+                continue  # a peer not written yet on this branch
+            raise
+        reason = module.missing()
+        for m in module.methods():
+            out[m.name] = (m, reason)
+    return out
+
+
 def method_names(*, ablation: bool = False) -> list[str]:
-    return [m.name for m in (ablation_methods() if ablation else default_methods())]
+    """Names `--methods` accepts: the built-in set's, then any peer's."""
+    names = [m.name for m in (ablation_methods() if ablation else default_methods())]
+    return names + [n for n in _peers_by_name() if n not in names]
+
+
+def named_methods(wanted: Sequence[str] | None, *, ablation: bool = False) -> list[Method]:
+    """The built-in set (or its `wanted` members), then each wanted peer; a peer that
+    cannot run here stops with a `ConfigError` saying what to install."""
+    builtin = ablation_methods() if ablation else default_methods()
+    chosen = [m for m in builtin if wanted is None or m.name in wanted]
+    names = {m.name for m in builtin}
+    peers = _peers_by_name() if wanted and set(wanted) - names else {}
+    for name in wanted or ():
+        if name in names or name not in peers:
+            continue
+        method, reason = peers[name]
+        if reason:
+            raise ConfigError(f"method {name!r} cannot run: {reason}")
+        chosen.append(method)
+    return chosen
