@@ -14,9 +14,11 @@ previous request). The recorded bodies are what gets priced.
 Defaults are the proxy's (`mode="token"`, CCR on, savings profile "coding"), except
 three switches that are not context management and would break a replay: the
 rate limiter (60 requests/min), the response cache (a hit forwards nothing) and
-the hard watchdog (it may exit the process). Offline, Kompress (an ONNX model from
-Hugging Face) cannot load: Headroom itself falls back to its non-ML path, and
-`notes()` says so. Everything Headroom would dial out for is refused by its own
+the hard watchdog (it may exit the process); and Kompress (an ONNX model from
+Hugging Face), which cannot load offline, is switched off with Headroom's own
+`disable_kompress` (left on, each request races a failing background download and
+the output is not reproducible); its fall-through content takes Headroom's non-ML
+path, and `notes()` says so. Everything Headroom would dial out for is refused by its own
 air-gap switch, `HEADROOM_OFFLINE=1`.
 """
 
@@ -148,6 +150,9 @@ class _Proxy:
             openai_api_url="http://upstream.invalid/v1",
             rate_limit_enabled=False,
             cache_enabled=False,
+            # its weights cannot be fetched offline; left on, each request races a
+            # background download attempt and the output is not reproducible
+            disable_kompress=True,
         )
         self.app = create_app(config)
         self.client = TestClient(self.app)
@@ -271,10 +276,10 @@ class Headroom:
             proxy.stop()
 
     def _skipped(self, proxy: _Proxy) -> dict[str, str]:
-        out = {}
-        for rec in proxy.records.records:
-            if rec.name.startswith("headroom.transforms.kompress") and rec.levelno >= logging.WARNING:
-                out["kompress"] = _NEEDS_WEIGHTS["kompress"] + ": not available offline"
+        out = {"kompress": _NEEDS_WEIGHTS["kompress"] + ": not available offline, disabled"}
+        for rec in proxy.records.records:  # any other transform that fell back says so
+            if rec.name.startswith("headroom.transforms.") and rec.levelno >= logging.WARNING:
+                out.setdefault(rec.name, f"{rec.name}: {rec.getMessage()[:160]}")
         proxy.records.records.clear()
         return out
 
