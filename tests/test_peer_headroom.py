@@ -157,3 +157,13 @@ def test_runs_on_a_real_trace_folder():
     assert rec["calls"] == sum(len(s.calls) for s in sessions) > 0
     assert rec["cost_usd"] > 0
     assert method.requests == rec["calls"]
+
+
+def test_cli_methods_can_name_the_peer(tmp_path):
+    from tokenpilot.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["bench", "--sessions", "1", "--methods", "vanilla,headroom", "--json", str(out)]) == 0
+    records = json.loads(out.read_text())
+    records = records.get("records", records) if isinstance(records, dict) else records
+    assert [r["method"] for r in records] == ["vanilla", "headroom"]
