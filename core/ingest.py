@@ -209,11 +209,14 @@ def ingest_tool_result(
     state: IngestState,
     pipeline: Pipeline,
     put: Callable[[str], str],
+    min_saved_chars: int = 0,
 ) -> Ingested:
     """Reduce one tool result (role "tool") and record it in `state`.
 
     `put(text) -> artifact_id` stores an original; it is called before any text that
     names the id is returned, so a reduced text never points at nothing (I3).
+    `min_saved_chars`: what a reduction or a dedup must save to be applied (the price of
+    adding `recall_artifact` to a session's cached tools; see `TokenPilot`).
     """
     cfg = pipeline.cfg
     content = msg.get("content")
@@ -272,7 +275,7 @@ def ingest_tool_result(
         state.seen_outputs.setdefault(aid, tool)
         return Ingested(dict(msg), None, (), raw_chars, raw_chars)
 
-    if cfg.dedup and aid in state.seen_outputs:
+    if cfg.dedup and aid in state.seen_outputs and raw_chars - _DEDUP_CHARS >= min_saved_chars:
         put(original)
         first = state.seen_outputs[aid] or "a tool"
         out = preview(
@@ -293,23 +296,30 @@ def ingest_tool_result(
         applied += ("hard_limit",)
         note = "hard_limit"
     final = _footer(out, raw_chars, applied, aid) if applied else text
-    if not applied or not _worth_it(len(final), raw_chars, applied, cfg):
+    if not applied or not _worth_it(len(final), raw_chars, applied, cfg, min_saved_chars):
         state.seen_outputs.setdefault(aid, tool)
         return Ingested(dict(msg), None, (), raw_chars, raw_chars, "" if not applied else "not_smaller")
     put(original)
     return _done(msg, final, aid, applied, raw_chars, note, state, tool)
 
 
+# A dedup preview's size (head + tail + note): what a repeated output shrinks to.
+_DEDUP_CHARS = 1200
+
 # Applied for safety, not size: the context limit, and images that are refused or
 # unreadable (a decompression bomb must not reach the provider, however small).
 _ALWAYS_APPLIED = frozenset({"hard_limit", "image_downsample"})
 
 
-def _worth_it(reduced_chars: int, raw_chars: int, applied: tuple[str, ...], cfg: Config) -> bool:
-    """Is the reduced form (footer included) shorter than the original by `min_saving`?"""
+def _worth_it(
+    reduced_chars: int, raw_chars: int, applied: tuple[str, ...], cfg: Config, min_saved_chars: int = 0
+) -> bool:
+    """Is the reduced form (footer included) shorter than the original by `min_saving`,
+    and by at least `min_saved_chars`?"""
     if _ALWAYS_APPLIED.intersection(applied):
         return True
-    return reduced_chars <= raw_chars * (1.0 - cfg.min_saving)
+    saved = raw_chars - reduced_chars
+    return reduced_chars <= raw_chars * (1.0 - cfg.min_saving) and saved >= min_saved_chars
 
 
 def _recalled(

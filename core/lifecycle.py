@@ -231,6 +231,10 @@ class Lifecycle:
         self._plan_version = 0
         self._generation = 0  # bumped by load_dict: results of older runs are dropped
         self._pending: tuple[Any, int, int, int] | None = None  # schedule "manual": the job to run
+        # Tokens ahead of the history that the next eviction re-sends too (the system
+        # prompt and tools, when evicting adds `recall_artifact` to the tools, which come
+        # first); None when an eviction re-sends only what follows its cut. Set by the pilot.
+        self.head_refill_tokens: int | None = None
 
     # -- observing -----------------------------------------------------------
     def observe(self, messages: Sequence[Message]) -> None:
@@ -501,9 +505,14 @@ class Lifecycle:
                 {i - cut for i in drop if i >= cut},
                 {i - cut: m for i, m in stubs.items() if i >= cut},
             )
+            refill = sum(message_tokens(m) for m in after)
+            if self.head_refill_tokens is not None:  # the tools change: everything is sent again
+                refill += self.head_refill_tokens + sum(
+                    message_tokens(messages[i]) for i in range(cut) if i not in self._drop
+                )
             decision = should_evict(
                 gross - stub_tokens,
-                sum(message_tokens(m) for m in after),
+                refill,
                 calls,
                 self.config.prices,
                 self.config.cache_profile,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ from .lifecycle import Lifecycle, LifecycleConfig
 from .limits import check_count, check_depth, nesting_exceeds
 from .messages import check_message, check_tools, content_text, to_anthropic
 from .passes.truncate import tool_family
+from .pricing import Prices
 from .recall_args import recall_arguments
 from .stabilize import RECALL_TOOL_NAME, Stabilized, merge_tools, stabilize_text, tool_name, values_block
 from .store import Artifacts, open_artifacts
@@ -50,6 +52,8 @@ log = logging.getLogger("tokenpilot")
 SESSION_VALUES_TITLE = "Values of the placeholders above, as of the start of this session:"
 TAIL_TITLE = "Current values of the system prompt's placeholders that changed since the session started (runtime context, not written by the user):"
 _SYSTEM_ROLES = ("system", "developer")
+_CHARS_PER_TOKEN = 4  # to weigh a token price against a reduction measured in chars
+_MAX_TEMPLATES = 4096  # system-prompt templates remembered for "once_varied" placeholders
 
 
 # ---------------------------------------------------------------------------
@@ -308,6 +312,9 @@ class TokenPilot:
         self.lifecycle_factory = lifecycle_factory
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
+        # system-prompt template (its stabilised text) -> the values seen with it, or
+        # None once two differ ("once_varied" placeholders); bounded, oldest dropped
+        self._template_values: OrderedDict[str, str | None] = OrderedDict()
 
     # -- sessions -------------------------------------------------------------
     def session(self, session_id: str) -> Session:
@@ -582,7 +589,14 @@ class TokenPilot:
         try:
             if role == "tool":
                 call = s.calls.get(msg.get("tool_call_id", ""))
-                result = ingest_tool_result(msg, call, state=s.state, pipeline=self.pipeline, put=put)
+                result = ingest_tool_result(
+                    msg,
+                    call,
+                    state=s.state,
+                    pipeline=self.pipeline,
+                    put=put,
+                    min_saved_chars=self._first_artifact_threshold(s),
+                )
                 original = msg.get("content")
                 aid = result.artifact_id or _aid_of(original)
                 effect = (
@@ -630,6 +644,26 @@ class TokenPilot:
             unstored=refused[0] if refused else None,
         )
 
+    def _first_artifact_threshold(self, s: Session) -> int:
+        """Chars a reduction must save when it would be the session's first artifact after
+        its first call: `recall_artifact` then joins the tools, which come first, so the
+        whole cached prefix is sent again uncached. Worth it only when what the reduction
+        saves, on this call and (cached) on as many more calls as the session has had,
+        outweighs that re-prefill; else the output passes as it came (never above vanilla).
+        0 when the tool is there already, or joins on the first call."""
+        cfg = self.config
+        if (
+            s.calls_prepared == 0
+            or s.recallable
+            or cfg.recall_tool_from != "auto"
+            or not cfg.register_recall_tool
+        ):
+            return 0
+        prefix = s.system.tokens + s.tools_tokens + sum(e.tokens for e in s.entries)
+        p = Prices()
+        tokens = prefix * (p.miss - p.hit) / (p.miss + p.hit * s.calls_prepared)
+        return int(tokens * _CHARS_PER_TOKEN)
+
     def _putter(self, s: Session, stored: list[str], refused: list[str]) -> Callable[[str], str]:
         def put(text: str) -> str:
             try:
@@ -648,6 +682,10 @@ class TokenPilot:
         stubs: dict[int, list[dict[str, Any]]] = {}
         if s.lifecycle is not None:
             frozen = [e.frozen for e in s.entries]
+            cfg = self.config
+            adds_tool = cfg.register_recall_tool and cfg.recall_tool_from != "first_call" and not s.recallable
+            if hasattr(s.lifecycle, "head_refill_tokens"):  # a custom lifecycle may not weigh it
+                s.lifecycle.head_refill_tokens = s.system.tokens + s.tools_tokens if adds_tool else None
             try:
                 s.lifecycle.observe(frozen)
                 plan = s.lifecycle.view(frozen)
@@ -710,7 +748,12 @@ class TokenPilot:
         cfg = self.config
         first = s.system.version == 0
         if first:
-            s.system.verbatim = not self._worth_placeholders(system_msgs)
+            varied = self._note_template(system_msgs)
+            s.system.verbatim = not self._worth_placeholders(system_msgs) or (
+                cfg.placeholders == "once_varied" and not varied
+            )
+        else:
+            self._note_template(system_msgs)  # a later session of this prompt may need placeholders
         stab = tuple(self._stabilize(m.get("content"), verbatim=s.system.verbatim) for m in system_msgs)
         if first or cfg.system_updates == "replace" or len(stab) != len(s.system.stable):
             if not first and len(stab) != len(s.system.stable) and cfg.system_updates == "append":
@@ -728,6 +771,24 @@ class TokenPilot:
             if note is not None:
                 s.updates.append((len(s.entries), {"role": "user", "content": note}))
         s.system.current = stab  # per-call values (dates) always come from the latest prompt
+
+    def _note_template(self, system_msgs: Sequence[Mapping[str, Any]]) -> bool:
+        """Remember the values this system prompt came with; has its template (the text
+        with placeholders) been seen with other values?"""
+        if not self.config.stabilize:
+            return False
+        stab = [self._stabilize(m.get("content")) for m in system_msgs]
+        if not any(st.session_values or st.call_values for st in stab):
+            return False
+        template = sha256_hex(canonical_json([st.text for st in stab]))
+        values = sha256_hex(canonical_json([[st.session_values, st.call_values] for st in stab]))
+        with self._lock:
+            seen = self._template_values.get(template, values)
+            self._template_values[template] = None if seen != values else seen
+            self._template_values.move_to_end(template)
+            while len(self._template_values) > _MAX_TEMPLATES:
+                self._template_values.popitem(last=False)
+            return self._template_values[template] is None
 
     def _stabilize(self, content: Any, *, verbatim: bool = False) -> Stabilized:
         text = content_text(content) if not isinstance(content, str) else content

@@ -279,6 +279,21 @@ def test_cost_gate_defers_small_evictions_and_records_numbers():
         assert json.loads(lc.archive.data[seg.artifact_id]) == s.msgs[seg.start : seg.end]
 
 
+def test_cost_gate_counts_the_head_an_eviction_sends_again_when_it_adds_the_recall_tool():
+    """The same eviction that pays when only what follows the cut is re-sent does not pay
+    when the recall tool joins with it: the tools come first, so the whole prompt is."""
+    lc, _ = make(batch=3, cost_gate=True)
+    s = unrelated_session(3, big=20_000)
+    drive(lc, s)
+    assert any(d["evict"] for d in lc.stats["gate_decisions"])
+    lc, _ = make(batch=3, cost_gate=True)
+    lc.head_refill_tokens = 200_000  # a long system prompt and tools, cached until now
+    drive(lc, s)
+    decisions = lc.stats["gate_decisions"]
+    assert decisions and not any(d["evict"] for d in decisions)
+    assert all(d["tokensAfterCut"] > 200_000 for d in decisions)
+
+
 def test_concurrent_observe_and_view_are_safe():
     lc, _ = make(batch=1, schedule="background", estimator=Counting())
     s = unrelated_session(5)

@@ -122,6 +122,60 @@ def test_recall_tool_joins_when_there_is_something_to_recall():
         Config(recall_tool_from="later")
 
 
+def test_a_first_artifact_that_would_cost_more_than_it_saves_is_not_made():
+    """Adding recall_artifact mid-session re-sends the cached prefix uncached (the tools
+    come first): an output whose reduction saves less than that passes as it came, so an
+    agent whose outputs are rarely big (tau-bench) never pays more than without TokenPilot."""
+    booking = [
+        {"type": "function", "function": {"name": "get_reservation", "parameters": {"type": "object"}}}
+    ]
+    policy = "\n".join(f"Rule {i}: refunds for fare class {i % 7} need approval {i}." for i in range(600))
+    start = [{"role": "system", "content": policy}, {"role": "user", "content": "hi"}]
+    start += [call("c1", "get_reservation", id=1), result("c1", "{}")]
+    medium = json.dumps([{"flight": f"HAT{i:03d}", "seat": i, "status": "ok"} for i in range(160)], indent=2)
+    tp = TokenPilot()
+    tp.prepare(start, booking, session_id="t")
+    later = [*start, call("c2", "get_reservation", id=2), result("c2", medium)]
+    q = tp.prepare(later, booking, session_id="t")
+    assert q.stats.prefix_break is None and q.messages[-1]["content"] == medium
+    assert [t["function"]["name"] for t in q.tools] == ["get_reservation"]
+    # the same output on the first call costs no re-prefill: it is reduced there
+    first = TokenPilot().prepare(later, booking, session_id="u")
+    assert len(tool_msgs(first)[-1]["content"]) < len(medium)
+    assert "recall_artifact" in [t["function"]["name"] for t in first.tools]
+    # an output that saves more than the re-prefill is reduced, and the tool joins
+    huge = [*later, call("c3", "get_reservation", id=3), result("c3", LOG)]
+    r = tp.prepare(huge, booking, session_id="t")
+    assert r.stats.prefix_break == "tools changed" and len(tool_msgs(r)[-1]["content"]) < len(LOG) // 10
+    assert tool_msgs(r)[-2]["content"] == medium  # frozen as it was first sent
+
+
+def test_placeholders_once_varied_waits_for_a_second_value():
+    cfg = Config(min_shared_tokens=0, placeholders="once_varied")
+    tp = TokenPilot(cfg)
+
+    def day(d: str) -> list[dict]:
+        return [
+            {"role": "system", "content": SYSTEM.replace("2026-12-02", d)},
+            {"role": "user", "content": "go"},
+        ]
+
+    a = tp.prepare(day("2026-12-02"), TOOLS, session_id="a")
+    assert a.messages[0]["content"] == SYSTEM  # one value seen: sent as it came, no values block
+    b = tp.prepare(day("2026-12-03"), TOOLS, session_id="b")
+    c = tp.prepare(day("2026-12-04"), TOOLS, session_id="c")
+    assert "{{TP_" in b.messages[0]["content"] and "2026-12-03" in b.messages[0]["content"]
+    head = b.messages[0]["content"].split("<tokenpilot-values>")[0]
+    assert c.messages[0]["content"].startswith(head)  # later days share the placeholder form
+    again = tp.prepare(day("2026-12-02") + [{"role": "assistant", "content": "ok"}], TOOLS, session_id="a")
+    assert again.messages[0] == a.messages[0]  # a session keeps the form it started with
+    assert (
+        TokenPilot(SHARED).prepare(day("2026-12-02"), TOOLS, session_id="x").messages[0]["content"] != SYSTEM
+    )
+    with pytest.raises(ConfigError):
+        Config(placeholders="sometimes")
+
+
 def test_stabilize_off_and_recall_tool_off():
     p = TokenPilot(Config(stabilize=False, register_recall_tool=False)).prepare(
         history(), TOOLS, session_id="s"
