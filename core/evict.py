@@ -335,15 +335,17 @@ def _keep_user_first(
 # Cost gate.
 # ---------------------------------------------------------------------------
 MIN_EXPECTED_CALLS = 3
-EXPECTED_CALLS_RATIO = 0.5
+EXPECTED_CALLS_RATIO = 0.2
 
 
 def expected_remaining_calls(
     calls_so_far: int, minimum: int = MIN_EXPECTED_CALLS, ratio: float = EXPECTED_CALLS_RATIO
 ) -> int:
-    """Half the calls so far, at least `minimum`. The Lindy estimate (as many again)
-    proved optimistic on short conversations (tau-bench: sessions end once the task
-    is done), where evictions then cost more re-prefill than they saved."""
+    """A fifth of the calls so far, at least `minimum`. The Lindy estimate (as many
+    again) proved optimistic on short conversations (tau-bench: sessions end once the
+    task is done), where evictions then cost more re-prefill than they saved; half the
+    calls still evicted too eagerly on Claude Code (0.821x at 96.6% retention against
+    0.803x at 97.5% with a fifth: fewer breaks, fewer recalls)."""
     return max(int(calls_so_far * ratio), minimum)
 
 

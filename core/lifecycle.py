@@ -14,7 +14,7 @@ history, and `view(history)` to learn what to drop and which stubs to insert.
   cache breaks only at batch boundaries (I6).
 - The cost gate (`cost_gate=True`) defers an eviction that would cost more in
   re-prefill than it saves (`evict.should_evict`); expected remaining calls are
-  half the calls so far (`expected_calls_ratio`, at least `expected_calls_min`). A deferred eviction is
+  a fifth of the calls so far (`expected_calls_ratio`, at least `expected_calls_min`). A deferred eviction is
   reconsidered when the next estimator result is applied.
 - The plan is cumulative: an evicted segment stays evicted, even if its task is
   later resumed. Resurrecting content would break the cache a second time, and

@@ -302,10 +302,11 @@ def test_cost_gate_compares_saving_with_one_time_reprefill():
     assert set(d.to_dict()) >= {"evict", "evictedTokens", "tokensAfterCut", "savingUsd", "costUsd", "reason"}
 
 
-def test_expected_remaining_calls_is_half_the_calls_so_far_min_three():
+def test_expected_remaining_calls_is_a_fifth_of_the_calls_so_far_min_three():
     assert expected_remaining_calls(0) == 3
     assert expected_remaining_calls(2) == 3
-    assert expected_remaining_calls(40) == 20
+    assert expected_remaining_calls(40) == 8
+    assert expected_remaining_calls(40, ratio=0.5) == 20
     assert expected_remaining_calls(1, minimum=5) == 5
 
 

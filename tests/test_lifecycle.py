@@ -270,9 +270,9 @@ def test_cost_gate_defers_small_evictions_and_records_numbers():
     assert d["tokensAfterCut"] > d["evictedTokens"] > 0 and d["expectedRemainingCalls"] >= 3
     assert d["costUsd"] >= d["savingUsd"]
 
-    # A big finished task and a small tail: eviction pays.
+    # Big finished tasks and a small tail: eviction pays.
     lc, _ = make(batch=3, cost_gate=True)
-    s = unrelated_session(3, big=20_000)
+    s = unrelated_session(5, big=40_000)
     drive(lc, s)
     assert any(d["evict"] for d in lc.stats["gate_decisions"]) and lc.stats["prefix_breaks"] >= 1
     for seg in lc.segments:
@@ -283,7 +283,7 @@ def test_cost_gate_counts_the_head_an_eviction_sends_again_when_it_adds_the_reca
     """The same eviction that pays when only what follows the cut is re-sent does not pay
     when the recall tool joins with it: the tools come first, so the whole prompt is."""
     lc, _ = make(batch=3, cost_gate=True)
-    s = unrelated_session(3, big=20_000)
+    s = unrelated_session(5, big=40_000)
     drive(lc, s)
     assert any(d["evict"] for d in lc.stats["gate_decisions"])
     lc, _ = make(batch=3, cost_gate=True)
