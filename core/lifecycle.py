@@ -137,13 +137,13 @@ class LifecycleConfig:
 
     @classmethod
     def for_profile(cls, profile: str, **overrides: Any) -> LifecycleConfig:
-        """Defaults for a provider's cache economics. OpenAI (a re-prefill costs 1x, cached
-        in 128-token steps): batches of 3 turns. Anthropic (a re-prefill is a cache write
-        at 1.25x): batches of 5, so fewer, larger evictions (the README's B sweep on both)."""
-        base: dict[str, Any] = {"cache_profile": profile}
-        if profile.startswith("anthropic"):
-            base["batch_turns"] = 5
-        return cls(**{**base, **overrides})
+        """Defaults for a provider's cache economics: the cost gate prices a re-prefill as
+        the profile does (OpenAI: 1x, cached in 128-token steps; Anthropic: a cache write
+        at 1.25x). The batch stays 3 turns on both: with the gate expecting a fifth of the
+        calls so far to remain, B = 3 beat B = 5 on Anthropic too (Claude Code 0.847x vs
+        0.857x, mini-swe-agent 0.873x vs 0.875x, the built-in workload 0.562x vs 0.682x);
+        B = 5 won there only under the old, more eager gate."""
+        return cls(**{"cache_profile": profile, **overrides})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LifecycleConfig:

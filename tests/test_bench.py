@@ -253,7 +253,7 @@ def test_cli_ablation_runs_each_rule_off(tmp_path):
 
 def test_bench_method_follows_the_cache_profile():
     m = TokenPilotMethod()
-    assert m.for_profile("anthropic").batch_turns == 5 and m.for_profile("openai").batch_turns == 3
+    assert m.for_profile("anthropic").batch_turns == 3 and m.for_profile("openai").batch_turns == 3
     assert m.for_profile("anthropic").lifecycle["cache_profile"] == "anthropic"
     assert TokenPilotMethod(batch_turns=1).for_profile("anthropic").batch_turns == 1
 

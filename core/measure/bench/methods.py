@@ -263,7 +263,7 @@ def default_methods(
     methods.append(TokenPilotMethod(batch_turns=None, name="tokenpilot_global"))
     for b in b_sweep:
         label = "inf" if b is None else str(b)
-        if b == 3:  # the default: B follows the cache profile (3 for OpenAI, 5 for Anthropic)
+        if b == 3:  # the default (its gate priced for the cache profile)
             methods.append(TokenPilotMethod(name="tokenpilot"))
             continue
         methods.append(TokenPilotMethod(batch_turns=b, name=f"tokenpilot_B{label}"))

@@ -51,7 +51,7 @@ same         a second run of a fresh method rendered every request byte for byte
 methods      keep_last_n: our sketch of the paper's baseline; langchain_*, headroom,
              openclaw_context_pruning (--peers): those products' own code;
              tokenpilot_global: reduction only; tokenpilot: + eviction
-             every B turns (B=3 OpenAI, 5 Anthropic); _B1/_B5/_Binf: other batches (inf: never);
+             every B = 3 turns; _B1/_B5/_Binf: other batches (inf: never);
              _immediate: evicts finished tasks without checking later use (the paper's ablation)"""
 
 
