@@ -21,7 +21,7 @@ from .pricing import Prices
 console = Console()
 
 
-def _trace_sets(paths: Sequence[str], seed: int, sessions: int) -> dict[str, list]:
+def _trace_sets(paths: Sequence[str], seed: int, sessions: int, combined: bool = True) -> dict[str, list]:
     from .measure.traces import load
 
     if not paths:
@@ -33,7 +33,7 @@ def _trace_sets(paths: Sequence[str], seed: int, sessions: int) -> dict[str, lis
         loaded = load(p)
         if loaded:
             sets[Path(p).name or p] = loaded
-    if len(sets) > 1:
+    if len(sets) > 1 and combined:
         sets["all"] = [s for group in list(sets.values()) for s in group]
     return sets
 
@@ -62,7 +62,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--plot needs matplotlib: pip install 'tokenpilot[notebooks]' (or pip install matplotlib)"
         )
-    sets = _trace_sets(args.paths, args.seed, args.sessions)
+    sets = _trace_sets(args.paths, args.seed, args.sessions, combined=not args.no_all)
     if not sets:
         console.print("[red]no sessions found[/red]")
         return 2
@@ -226,6 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--ablation",
         action="store_true",
         help="TokenPilot with each segment rule, compact line numbers and the gate minimum taken away, and the B sweep",
+    )
+    b.add_argument(
+        "--no-all",
+        action="store_true",
+        help="with several paths, one table per path only (no combined 'all' set, which replays everything again)",
     )
     b.add_argument(
         "--peers",

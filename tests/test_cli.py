@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -125,3 +126,28 @@ def test_bench_wide_shows_every_column(capsys):
     assert main(["bench", "--sessions", "1", "--wide", "--methods", "vanilla"]) == 0
     out = capsys.readouterr().out
     assert "peak ctx" in out and "hit M" in out
+
+
+def _chat_trace(path, n: int) -> None:
+    """An OpenAI-chat JSONL trace of `n` tiny two-call sessions."""
+    rows = []
+    for k in range(n):
+        rows.append(
+            {
+                "messages": [
+                    {"role": "user", "content": f"task {k}"},
+                    {"role": "assistant", "content": f"done {k}"},
+                ]
+            }
+        )
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_bench_no_all_keeps_one_table_per_path(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _chat_trace(a, 2)
+    _chat_trace(b, 3)
+    for flags, sets in (([], {"a.jsonl", "b.jsonl", "all"}), (["--no-all"], {"a.jsonl", "b.jsonl"})):
+        out = tmp_path / "out.json"
+        assert main(["bench", str(a), str(b), "--methods", "vanilla", "--json", str(out), *flags]) == 0
+        assert {r["trace_set"] for r in json.loads(out.read_text())} == sets
