@@ -132,7 +132,7 @@ class Config:
     "once_varied" a prompt whose values never vary (tau2-bench's fixed clock) goes as it
     came, sharing just as well and paying nothing for a values block (tau2: 1.001x ->
     1.000x of vanilla); but the first session is not shared with the second, which starts
-    the placeholder form (the built-in workload: 0.190x -> 0.193x). Hence "always"."""
+    the placeholder form (the built-in workload: 0.192x -> 0.194x). Hence "always"."""
     session_values: Literal["merge", "message"] = "merge"
     """Where session-constant placeholder values go: appended to the system message
     after the stable text ("merge"), or as a separate system message right after it."""
