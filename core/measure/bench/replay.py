@@ -9,6 +9,7 @@ the provider cache is still shared, so warm starts count).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,25 +227,37 @@ def render_digests(
     """The hashed bytes of every request `method` renders for `sessions`, in replay order,
     without pricing: a second run of a fresh method must give the same list."""
     prof = get_profile(profile)
-    for_profile = getattr(method, "for_profile", None)
-    if for_profile is not None:
-        method = for_profile(prof.name)
     segcache = _Segments(prof.breakpoints)
-    live: dict[str, MethodSession] = {}
     out = []
+    with closing(_renders(sessions, _for_profile(method, prof.name), mode)) as renders:
+        for job, _ms, rendered in renders:
+            out.append(_digest(_request_segments(rendered, job, prof.breakpoints, segcache)))
+            if on_call is not None:
+                on_call()
+    return out
+
+
+def _for_profile(method: Method, profile: str) -> Method:
+    """The method as configured for the profile's cache, when its decisions depend on it."""
+    for_profile = getattr(method, "for_profile", None)
+    return for_profile(profile) if for_profile is not None else method
+
+
+def _renders(
+    sessions: Sequence[Session], method: Method, mode: str
+) -> Iterator[tuple[_Job, MethodSession, Rendered]]:
+    """Each call's job, the method's session for it and what that renders, in replay
+    order; every method session is closed at the end."""
+    live: dict[str, MethodSession] = {}
     try:
         for job in ordered_jobs(sessions, mode):
             ms = live.get(job.method_session)
             if ms is None:
                 ms = live[job.method_session] = method.session(job.method_session)
-            rendered = ms.render(job.prompt, job.session.tools, job.call.timestamp)
-            out.append(_digest(_request_segments(rendered, job, prof.breakpoints, segcache)))
-            if on_call is not None:
-                on_call()
+            yield job, ms, ms.render(job.prompt, job.session.tools, job.call.timestamp)
     finally:
         for ms in live.values():
             ms.close()
-    return out
 
 
 def replay(
@@ -263,24 +276,17 @@ def replay(
         raise ValueError(f"mode must be one of {MODES}")
     prices = prices or Prices()
     prof = get_profile(profile)
-    for_profile = getattr(method, "for_profile", None)
-    if for_profile is not None:  # a method whose decisions depend on the provider's cache
-        method = for_profile(prof.name)
+    method = _for_profile(method, prof.name)
     sim = simulator or CacheSimulator(prof)
     segcache = _Segments(prof.breakpoints)
     vis = Visibility()
     result = RunResult(trace_set, method.name, mode, prof.name, getattr(method, "kind", "method"))
     needs_index = {s.id: NeedIndex(s.messages) for s in sessions}
-    live: dict[str, MethodSession] = {}
     last_stable: dict[str, list[str]] = {}
     recall_cache: dict[str, frozenset[str]] = {}
     recall_size: dict[str, int] = {}  # smallest recall first: an agent asks for what it needs
-    try:
-        for job in ordered_jobs(sessions, mode):
-            ms = live.get(job.method_session)
-            if ms is None:
-                ms = live[job.method_session] = method.session(job.method_session)
-            rendered = ms.render(job.prompt, job.session.tools, job.call.timestamp)
+    with closing(_renders(sessions, method, mode)) as renders:
+        for job, ms, rendered in renders:
             segs = _request_segments(rendered, job, prof.breakpoints, segcache)
             result.digests.append(_digest(segs))
             out_msg = job.session.output(job.call)
@@ -358,7 +364,4 @@ def replay(
             )
             if on_call is not None:
                 on_call()
-    finally:
-        for ms in live.values():
-            ms.close()
     return result
