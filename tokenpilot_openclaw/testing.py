@@ -25,10 +25,11 @@ import json
 import signal
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -107,8 +108,42 @@ def common_prefix_len(a: str, b: str) -> int:
     return lo
 
 
+_S = TypeVar("_S", bound="_LocalServer")
+
+
+class _LocalServer(ABC):
+    """Start/stop of a fake upstream on 127.0.0.1 (`app()` gives its routes); its
+    subclasses are dataclasses with `url` and `_runner` fields."""
+
+    url: str
+    _runner: web.AppRunner | None
+
+    @abstractmethod
+    def app(self) -> web.Application: ...
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, host, port).start()
+        h, p = self._runner.addresses[0][:2]
+        self.url = f"http://{h}:{p}/v1"
+        return self.url
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self: _S) -> _S:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
 @dataclass
-class FakeUpstream:
+class FakeUpstream(_LocalServer):
     """In-process OpenAI-compatible server; `await start()` returns its `/v1` base URL."""
 
     responder: Responder | None = None
@@ -143,26 +178,6 @@ class FakeUpstream:
         app.router.add_post("/v1/responses", self._responses)
         app.router.add_get("/v1/models", self._models)
         return app
-
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, host, port).start()
-        h, p = self._runner.addresses[0][:2]
-        self.url = f"http://{h}:{p}/v1"
-        return self.url
-
-    async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeUpstream:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     # -- handlers -------------------------------------------------------------------
     async def _models(self, request: web.Request) -> web.Response:
@@ -438,7 +453,7 @@ def _anthropic_error(message: str, status: int = 400) -> web.Response:
 
 
 @dataclass
-class FakeAnthropic:
+class FakeAnthropic(_LocalServer):
     """In-process Anthropic Messages server; `await start()` returns its `/v1` base URL."""
 
     responder: Responder | None = None
@@ -461,26 +476,6 @@ class FakeAnthropic:
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_post("/v1/messages/count_tokens", self._count)
         return app
-
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, host, port).start()
-        h, p = self._runner.addresses[0][:2]
-        self.url = f"http://{h}:{p}/v1"
-        return self.url
-
-    async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeAnthropic:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     def _refusal(self, body: Any) -> str | None:
         """Why Anthropic would refuse the body (None: it would not)."""
