@@ -36,6 +36,7 @@ from tokenpilot.store_disk import DiskStore
 
 from . import sse, wire
 from .sessions import (
+    COUNTERS,
     SessionStats,
     credential_fingerprint,
     derived_owner,
@@ -664,16 +665,7 @@ class Proxy:
         sessions = {sid: st.to_dict() for sid, st in sorted(self.stats.items())}
         totals = SessionStats()
         for st in self.stats.values():
-            for name in (
-                "calls",
-                "errors",
-                "usage_reports",
-                "prompt_tokens",
-                "cached_tokens",
-                "output_tokens",
-                "tokens_saved",
-                "prefix_breaks",
-            ):
+            for name in (*COUNTERS, "prefix_breaks"):
                 setattr(totals, name, getattr(totals, name) + getattr(st, name))
         tot = {
             k: v

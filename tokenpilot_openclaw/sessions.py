@@ -192,7 +192,8 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-_ADDED = (
+# counters that add up: across replicas (`merge_stats`) and across sessions (the totals)
+COUNTERS = (
     "calls",
     "errors",
     "usage_reports",
@@ -214,7 +215,7 @@ def merge_stats(
     out = SessionStats.from_dict(stored.to_dict())
     for f in fields(SessionStats):
         mine = getattr(local, f.name)
-        if f.name in _ADDED:
+        if f.name in COUNTERS:
             setattr(out, f.name, getattr(stored, f.name) + mine - int(was.get(f.name) or 0))
         elif f.name in was and mine != was[f.name]:
             setattr(out, f.name, mine)
