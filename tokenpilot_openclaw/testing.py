@@ -201,7 +201,11 @@ class FakeUpstream(_LocalServer):
             return 0
         return tokens // self.cache_step_tokens * self.cache_step_tokens
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
+    async def _receive(
+        self, request: web.Request, prompt_of: Callable[[Any], str]
+    ) -> tuple[Recorded, Fault | None] | web.Response:
+        """Read and record one request (its prompt as `prompt_of` flattens it, and what of
+        it is cached); the next planned fault; a 400 for a body that is not JSON."""
         raw = await request.read()
         fault = self.faults.popleft() if self.faults else None
         try:
@@ -210,12 +214,26 @@ class FakeUpstream(_LocalServer):
             return web.json_response(
                 {"error": {"message": "invalid JSON", "type": "invalid_request_error"}}, status=400
             )
-        prompt = prompt_text(body)
+        prompt = prompt_of(body)
         cached = self._cache(body, prompt)
-        prompt_tokens = max(len(prompt) // CHARS_PER_TOKEN, 1)
-        self.requests.append(
-            Recorded(request.path, dict(request.headers), raw, body, prompt, prompt_tokens, cached)
+        rec = Recorded(
+            request.path,
+            dict(request.headers),
+            raw,
+            body,
+            prompt,
+            max(len(prompt) // CHARS_PER_TOKEN, 1),
+            cached,
         )
+        self.requests.append(rec)
+        return rec, fault
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        got = await self._receive(request, prompt_text)
+        if isinstance(got, web.Response):
+            return got
+        rec, fault = got
+        body, prompt_tokens, cached = rec.body, rec.prompt_tokens, rec.cached_tokens
         if fault is not None and fault.delay_s:
             await asyncio.sleep(fault.delay_s)
         if fault is not None and fault.status is not None:
@@ -269,20 +287,11 @@ class FakeUpstream(_LocalServer):
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         """The Responses API: `instructions` and `input` items in, `output` items out."""
-        raw = await request.read()
-        fault = self.faults.popleft() if self.faults else None
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            return web.json_response(
-                {"error": {"message": "invalid JSON", "type": "invalid_request_error"}}, status=400
-            )
-        prompt = responses_prompt_text(body)
-        cached = self._cache(body, prompt)
-        prompt_tokens = max(len(prompt) // CHARS_PER_TOKEN, 1)
-        self.requests.append(
-            Recorded(request.path, dict(request.headers), raw, body, prompt, prompt_tokens, cached)
-        )
+        got = await self._receive(request, responses_prompt_text)
+        if isinstance(got, web.Response):
+            return got
+        rec, fault = got
+        body, prompt_tokens, cached = rec.body, rec.prompt_tokens, rec.cached_tokens
         if fault is not None and fault.status is not None:
             return web.Response(status=fault.status, body=fault.body, content_type="application/json")
         reply = self.responder(body) if self.responder else Reply()
