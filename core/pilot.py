@@ -747,13 +747,10 @@ class TokenPilot:
             return
         cfg = self.config
         first = s.system.version == 0
+        lazy = cfg.placeholders == "once_varied"
+        varied = self._note_template(system_msgs) if lazy else True  # a later session may need them
         if first:
-            varied = self._note_template(system_msgs)
-            s.system.verbatim = not self._worth_placeholders(system_msgs) or (
-                cfg.placeholders == "once_varied" and not varied
-            )
-        else:
-            self._note_template(system_msgs)  # a later session of this prompt may need placeholders
+            s.system.verbatim = not self._worth_placeholders(system_msgs) or not varied
         stab = tuple(self._stabilize(m.get("content"), verbatim=s.system.verbatim) for m in system_msgs)
         if first or cfg.system_updates == "replace" or len(stab) != len(s.system.stable):
             if not first and len(stab) != len(s.system.stable) and cfg.system_updates == "append":
