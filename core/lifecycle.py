@@ -54,6 +54,7 @@ from .segments import (
     WindowRule,
     bundle_record,
     evictable_bundles,
+    last_uses,
     rule_of,
     window_bundles,
 )
@@ -452,6 +453,10 @@ class Lifecycle:
         rules = self.config.segments
         if rules is None or not rules.enabled:
             return {}
+        return evictable_bundles(self._bundle_records(messages, turns), rules)
+
+    def _bundle_records(self, messages: Sequence[Message], turns: Sequence[Turn]) -> list[BundleRecord]:
+        """Each turn as the segment rules see it (memoised per turn)."""
         records = []
         for t in turns:
             key = (t.turn_id, t.start, t.end)
@@ -459,7 +464,7 @@ class Lifecycle:
             if rec is None:
                 rec = self._bundles[key] = bundle_record(messages, t)
             records.append(rec)
-        return evictable_bundles(records, rules)
+        return records
 
     def _window_bundles(self, messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, str]:
         """Turn index -> reason, for the turns the window rule evicts now."""
@@ -467,8 +472,12 @@ class Lifecycle:
         if rule is None or len(turns) <= rule.keep_calls:
             return {}
         rendered = self._rendered_tokens(messages, turns)
+        if rendered <= rule.trigger_tokens:
+            return {}
         calls = [bool(tool_calls_of(messages[assistant_index(messages, t)])) for t in turns]
-        return window_bundles(calls, rule, rendered)
+        used = rule.keep_used_turns is not None
+        last_use = last_uses(self._bundle_records(messages, turns)) if used else None
+        return window_bundles(calls, rule, rendered, last_use)
 
     def _rendered_tokens(self, messages: Sequence[Message], turns: Sequence[Turn]) -> int:
         """Tokens of the history as the current plan renders it (memoised per turn)."""

@@ -245,6 +245,7 @@ def test_cli_ablation_runs_each_rule_off(tmp_path):
         "tokenpilot_no_superseded_commands",
         "tokenpilot_no_consumed_listings",
         "tokenpilot_no_window",
+        "tokenpilot_window_cuts_used",
         "tokenpilot_strip_line_numbers",
         "tokenpilot_B1",
         "tokenpilot_Binf",

@@ -21,6 +21,7 @@ from tokenpilot.segments import (
     _shell,
     bundle_record,
     evictable_bundles,
+    last_uses,
     rule_of,
     window_bundles,
 )
@@ -282,13 +283,68 @@ def test_window_bundles_fire_only_past_the_trigger_and_spare_the_last_calls():
 
 
 def test_window_rule_is_validated_and_round_trips():
-    for bad in ({"trigger_tokens": 0}, {"keep_calls": 0}, {"keep_calls": True}, {"trigger_tokens": 1.5}):
+    for bad in (
+        {"trigger_tokens": 0},
+        {"keep_calls": 0},
+        {"keep_calls": True},
+        {"trigger_tokens": 1.5},
+        {"keep_used_turns": 0},
+        {"keep_used_turns": "2"},
+    ):
         with pytest.raises(ConfigError):
             WindowRule(**bad)
     assert LifecycleConfig().window == WindowRule()  # on by default
-    for window in (None, WindowRule(1234, 7, text_turns=True)):
+    for window in (None, WindowRule(1234, 7, text_turns=True), WindowRule(keep_used_turns=None)):
         cfg = LifecycleConfig(window=window)
         assert LifecycleConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
+def test_window_bundles_spare_what_the_last_turns_used():
+    calls = [True] * 6
+    last_use = [5, 1, 3, 3, 4, 5]  # turn 0 used by the last turn, turn 2 by turn 3
+    rule = WindowRule(5000, 2, keep_used_turns=2)
+    assert set(window_bundles(calls, rule, 5001, last_use)) == {1, 2, 3}  # 2 was used 2 turns ago: too long
+    assert set(window_bundles(calls, WindowRule(5000, 2, keep_used_turns=3), 5001, last_use)) == {1, 3}
+    assert set(window_bundles(calls, WindowRule(5000, 2, keep_used_turns=None), 5001, last_use)) == {
+        0,
+        1,
+        2,
+        3,
+    }
+    assert set(window_bundles(calls, rule, 5001)) == {0, 1, 2, 3}  # no uses known: the plain cut
+
+
+def working_file_session() -> Session:
+    """A long task whose first read holds the function the agent keeps talking about."""
+    s = Session()
+    s.user("Fix the rounding bug")
+    s.call("read", {"path": "src/core.py"}, BIG + "\ndef round_half_even_zz(x):\n    return x")
+    for i in range(8):
+        s.call(
+            "read", {"path": f"src/m{i}.py"}, BIG + f"\n# m{i}", text=f"Does m{i} call round_half_even_zz?"
+        )
+    s.call(
+        "edit",
+        {"path": "src/core.py", "old": "return x", "new": "return round(x)"},
+        "ok",
+        text="round_half_even_zz still truncates; patching it.",
+    )
+    s.call("read", {"path": "src/m9.py"}, BIG + "\n# m9")
+    return s
+
+
+def test_the_window_keeps_the_file_being_worked_on_and_cuts_the_rest():
+    s = working_file_session()
+    kept, _ = lifecycle(NO_RULES, window=WINDOW)
+    cut, _ = lifecycle(NO_RULES, window=WindowRule(5000, 3, keep_used_turns=None))
+    final_kept = drive(kept, s)[-1][1]
+    final_cut = drive(cut, s)[-1][1]
+    core_read = s.msgs[3]
+    assert core_read in final_kept and core_read not in final_cut
+    assert s.msgs[5] not in final_kept  # src/m0.py: nothing used it, the window took it
+    turns = segment_turns(s.msgs)
+    uses = last_uses([bundle_record(s.msgs, t) for t in turns])
+    assert uses[0] == len(turns) - 2  # the read of src/core.py (turn 0) is charged to the edit
 
 
 def test_the_window_cuts_everything_but_the_last_calls_in_one_pass_and_sticks():

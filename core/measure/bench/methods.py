@@ -19,7 +19,7 @@ from ...config import Config
 from ...estimator import ImmediateEstimator, OfflineEstimator
 from ...lifecycle import Lifecycle, LifecycleConfig
 from ...pilot import TokenPilot
-from ...segments import SegmentRules
+from ...segments import SegmentRules, WindowRule
 from ...tokens import message_tokens
 
 Message = dict[str, Any]
@@ -281,13 +281,18 @@ _RULE_FIELDS = {
 
 def ablation_methods() -> list[Method]:
     """Vanilla, TokenPilot, and TokenPilot with one thing taken away each: every segment
-    rule, the window rule, all segment rules (whole tasks only, as in the paper), compact
+    rule, the window rule, the window's exemption for what the last turns used, all segment rules (whole tasks only, as in the paper), compact
     line numbers, the segment-aware gate's minimum; then the batch sweep (B = 1, 5, ∞)."""
     full = SegmentRules()
     methods: list[Method] = [Vanilla(), TokenPilotMethod(name="tokenpilot")]
     for rule, off in _RULE_FIELDS.items():
         methods.append(TokenPilotMethod(segments=replace(full, **off), name=f"tokenpilot_no_{rule}"))
     methods.append(TokenPilotMethod(lifecycle={"window": None}, name="tokenpilot_no_window"))
+    methods.append(
+        TokenPilotMethod(
+            lifecycle={"window": WindowRule(keep_used_turns=None)}, name="tokenpilot_window_cuts_used"
+        )
+    )
     methods.append(TokenPilotMethod(segments=None, lifecycle={"window": None}, name="tokenpilot_tasks_only"))
     methods.append(
         TokenPilotMethod(config=Config(line_numbers="strip"), name="tokenpilot_strip_line_numbers")
