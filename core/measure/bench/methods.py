@@ -281,8 +281,9 @@ _RULE_FIELDS = {
 
 def ablation_methods() -> list[Method]:
     """Vanilla, TokenPilot, and TokenPilot with one thing taken away each: every segment
-    rule, the window rule, the window's exemption for what the last turns used, all segment rules (whole tasks only, as in the paper), compact
-    line numbers, the segment-aware gate's minimum; then the batch sweep (B = 1, 5, ∞)."""
+    rule, the window rule, the window's exemption for what the last turns used, all
+    segment rules (whole tasks only, as in the paper), compact line numbers, the
+    segment-aware gate's minimum; then the batch sweep (B = 1, 5, ∞)."""
     full = SegmentRules()
     methods: list[Method] = [Vanilla(), TokenPilotMethod(name="tokenpilot")]
     for rule, off in _RULE_FIELDS.items():
