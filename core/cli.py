@@ -295,15 +295,13 @@ COMMANDS_GROUP = "tokenpilot.commands"
 def _add_plugin_commands(sub: argparse._SubParsersAction) -> None:
     """Subcommands of installed adapters (`serve`, `openclaw`, ...), found through the
     `tokenpilot.commands` entry points, so the core names no host. Each entry point is
-    a `register(subparsers)`; one that fails to load is skipped with a warning, so a
-    broken adapter never takes `tokenpilot bench` down with it."""
+    a `register(subparsers)`; one that fails to load or to register is skipped with one
+    warning line, so a broken adapter never takes `tokenpilot bench` down with it."""
     for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         try:
-            register = ep.load()
-        except Exception as exc:  # noqa: BLE001 - any import failure of a third-party plugin
+            ep.load()(sub)
+        except Exception as exc:  # noqa: BLE001 - any failure of a third-party plugin
             logging.getLogger(__name__).warning("tokenpilot: skipping commands of %s: %s", ep.value, exc)
-            continue
-        register(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -311,10 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
-    """Parse and dispatch; a subcommand stub may take unknown options (see `serve` without its extra)."""
-    args, unknown = parser.parse_known_args(argv)
-    if unknown and not getattr(args, "accepts_unknown_args", False):
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    """Parse and dispatch: a known mistake is one line on stderr and exit 2."""
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         return int(args.func(args) or 0)

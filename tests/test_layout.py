@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,71 @@ def test_a_broken_adapter_entry_point_is_skipped_with_a_warning(monkeypatch, cap
         choices = next(a for a in cli.build_parser()._actions if a.dest == "command").choices
     assert "bench" in choices and "serve" in choices  # the others still register
     assert "skipping commands of nowhere.cli:register" in caplog.text
+
+
+def test_an_adapter_whose_register_raises_is_skipped_with_one_warning(monkeypatch, caplog):
+    import tokenpilot.cli as cli
+
+    def register(subparsers):
+        raise RuntimeError("half-installed adapter")
+
+    class Raising:
+        name, value = "raising", "raising.cli:register"
+
+        def load(self):
+            return register
+
+    real = cli.entry_points
+    monkeypatch.setattr(cli, "entry_points", lambda group: [*real(group=group), Raising()])
+    with caplog.at_level("WARNING"):
+        choices = next(a for a in cli.build_parser()._actions if a.dest == "command").choices
+    assert "bench" in choices and "serve" in choices
+    warnings = [r for r in caplog.records if "raising.cli:register" in r.getMessage()]
+    assert len(warnings) == 1 and "half-installed adapter" in warnings[0].getMessage()
+
+
+# Runs the real console entry with the openclaw extra's modules hidden, as on a base install.
+_WITHOUT_EXTRA = (
+    "import sys\n"
+    "sys.modules['aiohttp'] = None\n"
+    "sys.modules['json5'] = None\n"
+    "from tokenpilot.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def _cli_without_openclaw_extra(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-c", _WITHOUT_EXTRA, *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_a_base_install_runs_bench_and_names_the_extra_for_serve(tmp_path):
+    """Issue #22: registering the adapter's commands imports nothing of its extra."""
+    bench = _cli_without_openclaw_extra("bench", "--help", home=tmp_path)
+    assert bench.returncode == 0, bench.stderr
+    assert "Traceback" not in bench.stderr and "skipping commands" not in bench.stderr
+    assert "usage: tokenpilot bench" in bench.stdout
+
+    helped = _cli_without_openclaw_extra("serve", "--help", home=tmp_path)
+    assert helped.returncode == 0 and "--upstream" in helped.stdout  # the real options, no import
+
+    served = _cli_without_openclaw_extra(
+        "serve", "--upstream", "http://127.0.0.1:9/v1", "--no-state", home=tmp_path
+    )
+    assert served.returncode == 2 and "Traceback" not in served.stderr, served.stderr
+    lines = served.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'tokenpilot[openclaw]'" in lines[0], served.stderr
+
+    # the doctor runs, and its config check names the install (OpenClaw's config is JSON5)
+    (tmp_path / ".openclaw").mkdir()
+    (tmp_path / ".openclaw" / "openclaw.json").write_text("{}")
+    doctor = _cli_without_openclaw_extra("openclaw", "doctor", home=tmp_path)
+    assert "Traceback" not in doctor.stderr, doctor.stderr
+    assert "pip install 'tokenpilot[openclaw]'" in doctor.stdout

@@ -1,49 +1,40 @@
 """Command-line hooks: `register(subparsers)` mounts `serve` and `openclaw` on `tokenpilot`.
 
-Handlers import their modules lazily, so `tokenpilot --help` works without aiohttp.
+Registering imports nothing of the `openclaw` extra: the options live in
+standard-library modules, and each handler imports its implementation when the
+command runs. A missing extra then costs one line naming the install, and exit 2;
+every other command (`tokenpilot bench`) works on a base install.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tokenpilot.cli import run
 
+from .serve_options import add_serve_arguments
+
+EXTRA = "tokenpilot[openclaw]"
+# what the extra brings; a ModuleNotFoundError naming one of these means "install the extra"
+EXTRA_MODULES = frozenset({"aiohttp", "json5"})
+
 
 def register(subparsers: Any) -> None:
     """Add `serve` and `openclaw {install,doctor}` to a parent CLI's subparsers."""
-    _add_serve(subparsers)
-    _add_openclaw(subparsers)
+    from .doctor import add_doctor_arguments
+    from .install import add_install_arguments
 
-
-def _add_serve(subparsers: Any) -> None:
-    try:
-        from .server import build_parser
-    except ImportError as exc:  # aiohttp missing: say how to get it when `serve` is used
-        reason = str(exc)
-        p = subparsers.add_parser(
-            "serve", help="run the TokenPilot proxy (needs: pip install 'tokenpilot[openclaw]')"
-        )
-        # its real options are unknown here: take any, and say what to install
-        p.set_defaults(func=lambda _args: _missing(reason), accepts_unknown_args=True)
-        return
-    build_parser(subparsers)
-
-
-def _missing(exc: str) -> int:
-    print(
-        f"tokenpilot serve needs the OpenClaw extra: pip install 'tokenpilot[openclaw]' ({exc})",
-        file=sys.stderr,
+    s = subparsers.add_parser(
+        "serve",
+        help=f"run the OpenAI-compatible TokenPilot proxy (for OpenClaw, Claude Code, Codex; needs {EXTRA})",
+        description="OpenAI-compatible proxy that keeps each session's prompt prefix cached and small.",
     )
-    return 2
-
-
-def _add_openclaw(subparsers: Any) -> None:
-    from .doctor import add_doctor_arguments, run_doctor
-    from .install import add_install_arguments, run_install
+    add_serve_arguments(s)
+    s.set_defaults(func=_lazy("serve", "server", "run_from_args"))
 
     p = subparsers.add_parser("openclaw", help="enable TokenPilot in OpenClaw's config, and check it")
     sub = p.add_subparsers(dest="openclaw_command", required=True)
@@ -51,10 +42,30 @@ def _add_openclaw(subparsers: Any) -> None:
         "install", help="write the TokenPilot provider and plugin into ~/.openclaw/openclaw.json"
     )
     add_install_arguments(i)
-    i.set_defaults(func=run_install)
+    i.set_defaults(func=_lazy("openclaw install", "install", "run_install"))
     d = sub.add_parser("doctor", help="check the config, the proxy's health and whether cache hits come back")
     add_doctor_arguments(d)
-    d.set_defaults(func=run_doctor)
+    d.set_defaults(func=_lazy("openclaw doctor", "doctor", "run_doctor"))
+
+
+def _lazy(command: str, module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """A handler that imports `module.name` only when the command runs."""
+
+    def handler(args: argparse.Namespace) -> int:
+        try:
+            fn = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+            return int(fn(args) or 0)
+        except ModuleNotFoundError as exc:
+            if exc.name not in EXTRA_MODULES:
+                raise
+            return missing_extra(command, exc)
+
+    return handler
+
+
+def missing_extra(command: str, exc: ModuleNotFoundError) -> int:
+    print(f"tokenpilot {command} needs the OpenClaw extra: pip install '{EXTRA}' ({exc})", file=sys.stderr)
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,7 +37,7 @@ from .openclaw_config import (
     run_openclaw,
     serve_option,
 )
-from .proxy import default_state_dir
+from .serve_options import default_state_dir
 from .sessions import StateDir
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"

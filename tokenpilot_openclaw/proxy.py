@@ -35,6 +35,7 @@ from tokenpilot.store import Store, is_store_url, open_redis, redact_store_url
 from tokenpilot.store_disk import DiskStore
 
 from . import sse, wire
+from .serve_options import DEFAULT_PORT, DEFAULT_UPSTREAM_KEY_ENV, MB, default_state_dir
 from .sessions import (
     COUNTERS,
     SessionStats,
@@ -55,14 +56,6 @@ from .upstream import (
 )
 
 log = logging.getLogger("tokenpilot.openclaw")
-
-DEFAULT_PORT = 8787
-DEFAULT_UPSTREAM_KEY_ENV = "TOKENPILOT_UPSTREAM_API_KEY"
-MB = 2**20
-
-
-def default_state_dir() -> Path:
-    return Path.home() / ".cache" / "tokenpilot" / "sessions"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,109 +17,15 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
-from tokenpilot.artifacts import default_store_dir
-
-from .proxy import (
-    DEFAULT_PORT,
-    DEFAULT_UPSTREAM_KEY_ENV,
-    MB,
-    Proxy,
-    ProxySettings,
-    SetupError,
-    default_state_dir,
-)
+from .proxy import MB, Proxy, ProxySettings, SetupError
+from .serve_options import add_serve_arguments
 from .upstream import redact_url
 
 log = logging.getLogger("tokenpilot.openclaw")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
-
-
-def add_serve_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--upstream",
-        required=True,
-        metavar="URL",
-        help="OpenAI-compatible base URL, with its /v1 (e.g. https://api.openai.com/v1; "
-        "https://api.anthropic.com/v1 for /v1/messages); "
-        "user:password@ in it is sent as HTTP Basic auth (and never printed)",
-    )
-    p.add_argument(
-        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
-    )
-    p.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)"
-    )
-    p.add_argument(
-        "--upstream-key-env",
-        default=DEFAULT_UPSTREAM_KEY_ENV,
-        metavar="VAR",
-        help=f"environment variable holding the upstream API key (default {DEFAULT_UPSTREAM_KEY_ENV}); "
-        "when unset, the client's Authorization header is passed on",
-    )
-    p.add_argument(
-        "--auth-token-env",
-        metavar="VAR",
-        help="require 'Authorization: Bearer <$VAR>' on every endpoint but /health",
-    )
-    p.add_argument(
-        "--store-dir",
-        type=Path,
-        default=default_store_dir(),
-        help="artifact store (default ~/.cache/tokenpilot/artifacts)",
-    )
-    p.add_argument(
-        "--state-dir",
-        type=Path,
-        default=default_state_dir(),
-        help="session state files (default ~/.cache/tokenpilot/sessions)",
-    )
-    p.add_argument("--no-state", action="store_true", help="keep session state in memory only")
-    p.add_argument(
-        "--store",
-        metavar="URL",
-        help="share originals and session state with other replicas: redis://[:password@]host:port/db"
-        "[?namespace=NAME] (replaces --store-dir and --state-dir; needs tokenpilot[redis])",
-    )
-    p.add_argument(
-        "--max-body-mb", type=float, default=32.0, help="largest accepted request body (default 32 MB)"
-    )
-    p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect to the upstream")
-    p.add_argument(
-        "--read-timeout",
-        type=float,
-        default=300.0,
-        help="seconds the upstream may stay silent (then 504 / an error event)",
-    )
-    p.add_argument(
-        "--models",
-        default="",
-        help="comma-separated model ids for GET /v1/models (default: ask the upstream)",
-    )
-    p.add_argument(
-        "--flush-interval", type=float, default=30.0, help="seconds between state saves (0: only at shutdown)"
-    )
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    p.add_argument(
-        "--log-file",
-        type=Path,
-        help="also append the log here (OpenClaw keeps only a short tail of a local service's output)",
-    )
-
-
-def build_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Mount `serve` on a parent CLI's subparsers (`tokenpilot serve`)."""
-    p = subparsers.add_parser(
-        "serve",
-        help="run the OpenAI-compatible TokenPilot proxy (for OpenClaw and other agents)",
-        description="OpenAI-compatible proxy that keeps each session's prompt prefix cached and small.",
-    )
-    add_serve_arguments(p)
-    p.set_defaults(func=run_from_args)
-    return p
 
 
 def settings_from_args(args: argparse.Namespace) -> ProxySettings:
