@@ -408,3 +408,31 @@ async def test_two_serve_processes_round_robin_match_one_serve_process(redis_url
     assert prefix_breaks([json.loads(b) for b in fleet]) == evictions
     for n, (got, want) in enumerate(zip(fleet, alone, strict=True)):
         assert got == want, f"call {n}: the round-robin body differs from the one-replica body"
+
+
+def test_one_process_restarted_mid_run_offers_the_claimed_batch_again_at_once(tmp_path):
+    """Without a shared store no other process can deliver a job claimed before a restart:
+    the restarted proxy releases it when it loads its state, instead of waiting the lease."""
+    settings = ProxySettings(
+        upstream="http://127.0.0.1:9/v1",
+        store_dir=tmp_path / "store",
+        state_dir=tmp_path / "state",
+        flush_interval_s=0,
+    )
+    est = GatedEstimator()
+    first = Proxy(settings, pilot=TokenPilot(store=tmp_path / "store", estimator=est))
+    calls = session_calls(4)
+    n = 0
+    while first.pilot.session_ids == [] or first.pilot.session(SID).lifecycle.to_dict()["job"] is None:
+        send(first, calls[n])
+        n += 1
+    # The process dies with its run in flight (its result never delivered); a new one starts.
+    again_est = CountingEstimator()
+    again = Proxy(settings, pilot=TokenPilot(store=tmp_path / "store", estimator=again_est))
+    assert again._load_state() == 1
+    lc = again.pilot.session(SID).lifecycle
+    assert lc.to_dict()["job"] is None
+    send(again, calls[n])
+    assert lc.wait(60) and again_est.runs == 1  # the batch ran in the new process at its first call
+    est.gate.set()
+    assert first.pilot.session(SID).lifecycle.wait(60)
