@@ -372,6 +372,7 @@ class Lifecycle:
             if self._job is not None and self._job.owner != self.owner:
                 self._job = None
                 self._trigger_mark, self._mark_turn = self._covered, None
+                self.stats["estimator_jobs_released"] += 1
 
     def _run(self, view: Any, job: _Job, generation: int, deliver: bool) -> None:
         """Run the estimator (outside every lock), then hand its result over: to the

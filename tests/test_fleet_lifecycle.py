@@ -431,7 +431,7 @@ def test_one_process_restarted_mid_run_offers_the_claimed_batch_again_at_once(tm
     again = Proxy(settings, pilot=TokenPilot(store=tmp_path / "store", estimator=again_est))
     assert again._load_state() == 1
     lc = again.pilot.session(SID).lifecycle
-    assert lc.to_dict()["job"] is None
+    assert lc.to_dict()["job"] is None and lc.stats["estimator_jobs_released"] == 1
     send(again, calls[n])
     assert lc.wait(60) and again_est.runs == 1  # the batch ran in the new process at its first call
     est.gate.set()
