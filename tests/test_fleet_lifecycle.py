@@ -13,15 +13,12 @@ delivered) before sending the next call.
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,31 +35,16 @@ redis = pytest.importorskip(
 )
 from tokenpilot.store_redis import RedisStore  # noqa: E402
 from tokenpilot_openclaw import wire  # noqa: E402
-from tokenpilot_openclaw.crashdrill import _Proxy, free_port  # noqa: E402
+from tokenpilot_openclaw.crashdrill import free_port  # noqa: E402
+from tokenpilot_openclaw.fleetdrill import SESSION as SID  # noqa: E402
+from tokenpilot_openclaw.fleetdrill import (  # noqa: E402
+    TOOLS,
+    namespaced,
+    prefix_breaks,
+    round_robin,
+    session_calls,
+)
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings  # noqa: E402
-
-SID = "fleet-session"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read",
-            "description": "read a file",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "write",
-            "description": "write a file",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-            },
-        },
-    },
-]
 
 
 # ---------------------------------------------------------------------------
@@ -102,53 +84,14 @@ def redis_url() -> Iterator[str]:
         proc.wait(10)
 
 
-def namespaced(url: str) -> str:
-    """`url` with a namespace of its own: one fleet's keys, unseen by every other."""
-    return f"{url}{'&' if '?' in url else '?'}namespace=fleet-{uuid.uuid4().hex[:12]}"
-
-
 @pytest.fixture(autouse=True)
 def offline_estimator(monkeypatch):
     monkeypatch.delenv("TOKENPILOT_ESTIMATOR_MODEL", raising=False)
 
 
 # ---------------------------------------------------------------------------
-# A synthetic agent session: one-shot tasks, each reading a big file
+# Estimators that count their runs, or hold them
 # ---------------------------------------------------------------------------
-def file_text(task: int, part: int, lines: int = 160) -> str:
-    """A big, unique file body (hex rows read like data: many tokens, no repetition)."""
-    return "".join(
-        f"{row:04d} {hashlib.sha256(f'{task}/{part}/{row}'.encode()).hexdigest()}\n" for row in range(lines)
-    )
-
-
-def session_calls(tasks: int) -> list[list[dict[str, Any]]]:
-    """The history of each model call of a session: per task a user request, two reads
-    (each answered by the next call) and a final answer; 3 calls a task."""
-    system = {"role": "system", "content": "You are a careful assistant. Use the tools."}
-    history: list[dict[str, Any]] = [system]
-    calls: list[list[dict[str, Any]]] = []
-    for t in range(tasks):
-        history.append({"role": "user", "content": f"Task {t}: summarise report_{t}.csv into summary_{t}.md"})
-        calls.append(list(history))
-        for part in range(2):
-            cid = f"call_{t}_{part}"
-            args = json.dumps({"path": f"report_{t}_{part}.csv"})
-            history.append(
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {"id": cid, "type": "function", "function": {"name": "read", "arguments": args}}
-                    ],
-                }
-            )
-            history.append({"role": "tool", "tool_call_id": cid, "content": file_text(t, part)})
-            calls.append(list(history))
-        history.append({"role": "assistant", "content": f"Wrote summary_{t}.md."})
-    return calls
-
-
 class CountingEstimator(OfflineEstimator):
     """The offline estimator, counting its runs (per replica)."""
 
@@ -338,70 +281,13 @@ def test_the_background_estimator_changes_state_only_under_the_session_lock(tmp_
 # ---------------------------------------------------------------------------
 # Two real `tokenpilot serve` replicas on one redis-server
 # ---------------------------------------------------------------------------
-async def serve_session(
-    http: Any, replicas: list[_Proxy], url: str, calls: list[list[dict[str, Any]]]
-) -> None:
-    """Call n to replica n mod 2; after each call, wait until the stored state holds no
-    estimator job (the claimant has delivered its result under the session lock)."""
-    store = RedisStore(url)
-    for n, history in enumerate(calls):
-        body = {"model": "m", "messages": history, "tools": TOOLS, "prompt_cache_key": SID}
-        async with http.post(f"{replicas[n % len(replicas)].url}/v1/chat/completions", json=body) as r:
-            assert r.status == 200, await r.text()
-            await r.read()
-        deadline = time.monotonic() + 60
-        while True:
-            got = await asyncio.to_thread(store.load_state, SID)
-            if got is not None and got[1]["session"]["lifecycle"]["job"] is None:
-                break
-            assert time.monotonic() < deadline, f"call {n}: the estimator's result never reached the store"
-            await asyncio.sleep(0.01)
-
-
-def prefix_breaks(bodies: list[Any]) -> list[int]:
-    """Calls whose messages do not extend the previous call's: the evictions here."""
-    return [
-        n
-        for n in range(1, len(bodies))
-        if bodies[n]["messages"][: len(bodies[n - 1]["messages"])] != bodies[n - 1]["messages"]
-    ]
-
-
 async def test_two_serve_processes_round_robin_match_one_serve_process(redis_url, tmp_path):
-    import aiohttp
-
-    from tokenpilot_openclaw.testing import FakeUpstream
-
+    """`tokenpilot serve` as shipped (offline estimator in the background); after each
+    call the test waits until the stored state holds no claimed job."""
     calls = session_calls(22)
     env = {"PYTHONPATH": str(REPO), "TOKENPILOT_ESTIMATOR_MODEL": ""}
-    runs: dict[str, list[bytes]] = {}
-    procs: list[_Proxy] = []
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as http:
-            for name, count in (("alone", 1), ("fleet", 2)):
-                url = namespaced(redis_url)
-                upstream = FakeUpstream()
-                await upstream.start()
-                try:
-                    replicas = []
-                    for i in range(count):
-                        work = tmp_path / f"{name}{i}"
-                        work.mkdir()
-                        p = _Proxy(upstream.url, free_port(), work, env)
-                        p.cmd += ["--store", url]
-                        procs.append(p)
-                        await p.start(http)
-                        replicas.append(p)
-                    await serve_session(http, replicas, url, calls)
-                    runs[name] = [r.raw for r in upstream.chat_requests()]
-                    for p in replicas:
-                        await p.stop()
-                finally:
-                    await upstream.close()
-    finally:
-        for p in procs:
-            await p.kill()
-    alone, fleet = runs["alone"], runs["fleet"]
+    alone = await round_robin(redis_url, 1, calls, tmp_path, settle=True, env=env)
+    fleet = await round_robin(redis_url, 2, calls, tmp_path, settle=True, env=env)
     assert len(alone) == len(fleet) == len(calls)
     evictions = prefix_breaks([json.loads(b) for b in alone])
     assert len(evictions) >= 3, evictions
