@@ -21,12 +21,23 @@ history, and `view(history)` to learn what to drop and which stubs to insert.
   the stub already tells the model how to recall it.
 - A failing estimator changes nothing; its turns are offered again with the next
   batch (not sooner, so a broken endpoint is not called on every turn).
+- One truth for a fleet: everything the schedule and the gate decide from (the calls
+  so far, the batch marks, the cut point of each result, results not applied yet and
+  the claimed job) is in `to_dict`, so any process that loads the state and serves the
+  next call decides exactly as the one that saved it would. A background run is a
+  job claimed in that state (`_Job`: its owner and a lease), so replicas sharing the
+  state skip a batch one of them already runs; its result is handed to `deliver`, which
+  the host runs under the session's lock on the newest state (and writes back), never
+  applied from the worker thread on its own. A job whose owner is gone (its lease is
+  over, or its run ended without a delivery) is released and its turns offered again.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -98,6 +109,11 @@ class LifecycleConfig:
     """The window rule (see `segments.WindowRule`): once the rendered history passes
     `trigger_tokens`, every tool bundle but the last `keep_calls` calls' goes in one cut,
     gated like the rest, and the next cut waits for the trigger again. None: off."""
+    job_lease_s: float = 120.0
+    """How long a background estimator job claimed by one process (a replica) keeps other
+    processes sharing the session state from running that batch themselves. Past it, the
+    owner is taken for dead and the batch's turns are offered again. Longer than an LLM
+    estimator's call with its repair retry (2 x 30 s by default)."""
 
     def __post_init__(self) -> None:
         if self.batch_turns is not None and (
@@ -114,6 +130,8 @@ class LifecycleConfig:
             raise ConfigError("expected_calls_min and max_view_turns must be >= 1")
         if self.prices.miss < self.prices.hit or self.prices.hit < 0:
             raise ConfigError("prices need 0 <= hit <= miss")
+        if not self.job_lease_s > 0:
+            raise ConfigError("job_lease_s must be positive")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -134,6 +152,7 @@ class LifecycleConfig:
             "segments": self.segments.to_dict() if self.segments is not None else None,
             "cache_profile": self.cache_profile,
             "window": self.window.to_dict() if self.window is not None else None,
+            "job_lease_s": self.job_lease_s,
         }
 
     @classmethod
@@ -179,11 +198,37 @@ class _Result:
     keep_from: int  # messages from here on (the run's batch and later) stay
 
 
+@dataclass(slots=True)
+class _Job:
+    """One estimator run for a batch. A background run is claimed in the session state
+    (`owner`, `lease_until`): whoever loads that state sees the batch taken."""
+
+    id: str  # unique in the session: the batch's end and the call that started it
+    upto: int
+    keep_from: int
+    owner: str = ""  # the claiming Lifecycle instance; "" for inline and manual runs
+    lease_until: float = 0.0  # wall-clock time after which the claim lapses
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "upto": self.upto,
+            "keepFrom": self.keep_from,
+            "owner": self.owner,
+            "leaseUntil": self.lease_until,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> _Job:
+        return cls(str(d["id"]), int(d["upto"]), int(d["keepFrom"]), str(d["owner"]), float(d["leaseUntil"]))
+
+
 def _new_stats() -> dict[str, Any]:
     return {
         "estimator_runs": 0,
         "estimator_failures": 0,
         "estimator_skipped_busy": 0,
+        "estimator_jobs_released": 0,
         "deltas_applied": 0,
         "deltas_rejected": 0,
         "parts_rejected": 0,
@@ -231,7 +276,13 @@ class Lifecycle:
         self._stubs: dict[int, tuple[dict[str, Any], ...]] = {}
         self._plan_version = 0
         self._generation = 0  # bumped by load_dict: results of older runs are dropped
-        self._pending: tuple[Any, int, int, int] | None = None  # schedule "manual": the job to run
+        self._pending: tuple[Any, _Job, int] | None = None  # schedule "manual": the job to run
+        self._job: _Job | None = None  # the background job claimed in the state, until delivered
+        self._inflight_id: str | None = None  # the job this instance's worker runs
+        self.owner = uuid.uuid4().hex[:16]  # this instance, as a job's claimant
+        # Runs `apply` (a finished background result) under the session's lock, on the
+        # newest state; the host writes the state back after. None: apply directly.
+        self.deliver: Callable[[Callable[[], None]], None] | None = None
         # Tokens ahead of the history that the next eviction re-sends too (the system
         # prompt and tools, when evicting adds `recall_artifact` to the tools, which come
         # first); None when an eviction re-sends only what follows its cut. Set by the pilot.
@@ -256,9 +307,11 @@ class Lifecycle:
                 # again until the new history outgrew the old one.
                 self._trigger_mark = self._covered = 0
                 self._generation += 1  # a run in flight judged the old history: drop its result
+                self._job = None
+            self._release_lapsed_job()
             if n - self._trigger_mark < batch:
                 return
-            if self._inflight is not None and not self._inflight.done():
+            if self._job is not None:  # a run (here or in another process) has the last batch
                 self.stats["estimator_skipped_busy"] += 1
                 return
             records = {}
@@ -279,21 +332,52 @@ class Lifecycle:
             keep_from = turns[min(self._trigger_mark, n - 1)].start
             self._trigger_mark = n
             self._mark_turn = turns[n - 1].turn_id
-            job = (view, n, keep_from, self._generation)
+            job = _Job(f"{n}:{self._calls}", n, keep_from)
             if self.config.schedule == "manual":
-                self._pending = job  # a newer batch replaces an unrun older one: its view covers both
+                self._pending = (view, job, self._generation)  # a newer batch replaces an unrun older one
                 return
             if self.config.schedule == "background":
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(
                         max_workers=1, thread_name_prefix="tokenpilot-estimator"
                     )
-                self._inflight = self._executor.submit(self._run, *job)
+                job.owner, job.lease_until = self.owner, time.time() + self.config.job_lease_s
+                self._job, self._inflight_id = job, job.id
+                self._inflight = self._executor.submit(self._run, view, job, self._generation, True)
                 return
-        self._run(*job)
+            generation = self._generation
+        self._run(view, job, generation, False)  # inline: the caller holds the session
 
-    def _run(self, view: Any, upto: int, keep_from: int, generation: int) -> None:
-        """Run the estimator (outside the lock) and queue its result for the next view."""
+    def _release_lapsed_job(self) -> None:
+        """Forget a claimed job nobody will deliver: another process's whose lease is
+        over (it died or hangs), or this instance's whose run ended undelivered (the
+        store refused the write). Its turns are offered again, as after a failure."""
+        job = self._job
+        if job is None:
+            return
+        if job.owner == self.owner:
+            running = self._inflight_id == job.id and self._inflight is not None and not self._inflight.done()
+            if running:
+                return
+        elif time.time() < job.lease_until:
+            return
+        self._job = None
+        self._trigger_mark, self._mark_turn = self._covered, None
+        self.stats["estimator_jobs_released"] += 1
+
+    def release_job(self) -> None:
+        """Give up a job claimed before a restart of a single process (no other process
+        can deliver it): its turns are offered at the next observe, not after the lease."""
+        with self._lock:
+            if self._job is not None and self._job.owner != self.owner:
+                self._job = None
+                self._trigger_mark, self._mark_turn = self._covered, None
+                self.stats["estimator_jobs_released"] += 1
+
+    def _run(self, view: Any, job: _Job, generation: int, deliver: bool) -> None:
+        """Run the estimator (outside every lock), then hand its result over: to the
+        host's `deliver` (it takes the session's lock) when the caller does not hold
+        the session, else straight into the state."""
         error = None
         delta: dict[str, Any] = {}
         try:
@@ -302,15 +386,33 @@ class Lifecycle:
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             log.warning("tokenpilot: estimator raised, history unchanged: %s", error)
+
+        def apply() -> None:
+            self._accept(job, generation, delta, error)
+
+        if not deliver or self.deliver is None:
+            apply()
+            return
+        try:
+            self.deliver(apply)
+        except Exception as exc:  # the job lapses and its turns are offered again
+            log.warning("tokenpilot: estimator result could not be delivered: %s", exc)
+
+    def _accept(self, job: _Job, generation: int, delta: dict[str, Any], error: str | None) -> None:
+        """Queue a finished run's result for the next view, if the state still wants it."""
         with self._lock:
-            if generation != self._generation:
+            if job.owner:  # claimed: only while the state (maybe reloaded meanwhile) holds the claim
+                if self._job is None or self._job.id != job.id:
+                    return
+                self._job = None
+            elif generation != self._generation:
                 return  # state was replaced by load_dict meanwhile
             self.stats["estimator_runs"] += 1
             if error:
                 self.stats["estimator_failures"] += 1
                 return
-            self._covered = max(self._covered, upto)
-            self._ready.append(_Result(delta, upto, keep_from))
+            self._covered = max(self._covered, job.upto)
+            self._ready.append(_Result(delta, job.upto, job.keep_from))
 
     @property
     def due(self) -> bool:
@@ -325,10 +427,11 @@ class Lifecycle:
         Returns False when nothing was due.
         """
         with self._lock:
-            job, self._pending = self._pending, None
-        if job is None:
+            pending, self._pending = self._pending, None
+        if pending is None:
             return False
-        self._run(*job)
+        view, job, generation = pending
+        self._run(view, job, generation, True)
         return True
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -542,16 +645,18 @@ class Lifecycle:
 
     # -- persistence ---------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe state. A run still in flight is not saved: its turns are
-        offered again at the next observe after `from_dict`."""
+        """JSON-safe state: all the schedule and the gate decide from. A background run
+        in flight is saved as its claim (`job`): a process loading the state waits for
+        its result, or for its lease to lapse. A manual run not started yet stays with
+        the host that schedules it."""
         with self._lock:
-            inflight = self._inflight is not None and not self._inflight.done()
             return {
                 "config": self.config.to_dict(),
                 "registry": self.registry.to_dict(),
-                "triggerMark": self._covered if inflight else self._trigger_mark,
-                "markTurn": None if inflight else self._mark_turn,
+                "triggerMark": self._trigger_mark,
+                "markTurn": self._mark_turn,
                 "covered": self._covered,
+                "job": self._job.to_dict() if self._job is not None else None,
                 "calls": self._calls,
                 "ready": [{"delta": r.delta, "upto": r.upto, "keepFrom": r.keep_from} for r in self._ready],
                 "segments": [s.to_dict() for s in self._segments],
@@ -574,6 +679,7 @@ class Lifecycle:
             self._covered = int(d["covered"])
             self._calls = int(d["calls"])
             self._ready = [_Result(dict(r["delta"]), int(r["upto"]), int(r["keepFrom"])) for r in d["ready"]]
+            self._job = _Job.from_dict(d["job"]) if d.get("job") else None
             self._segments = segments
             self._drop = {i for s in segments for i in range(s.start, s.end)}
             self._stubs = {s.start: (s.stub,) for s in segments if s.stub is not None}

@@ -14,6 +14,7 @@ from the first call.
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import threading
 from collections import OrderedDict
@@ -310,6 +311,10 @@ class TokenPilot:
                 return Lifecycle(lc, est, archive)
 
         self.lifecycle_factory = lifecycle_factory
+        # The host's guard around a background estimator result (a proxy sharing state
+        # across replicas: its store's session lock, the newest state, a write after);
+        # guard(session_id, apply). None: the session's own lock only.
+        self.estimate_guard: Callable[[str, Callable[[], None]], None] | None = None
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
         # system-prompt template (its stabilised text) -> the values seen with it, or
@@ -326,12 +331,31 @@ class TokenPilot:
                     s.lifecycle = self.lifecycle_factory(
                         session_id, lambda text: self.store.put(session_id, text)
                     )
+                    if hasattr(s.lifecycle, "deliver"):
+                        s.lifecycle.deliver = functools.partial(self._deliver_estimate, session_id)
                 try:
                     self.store.open_session(session_id)
                 except OSError as exc:  # a full disk must not refuse the conversation
                     log.warning("tokenpilot: could not open a lease for session %r: %s", session_id, exc)
                 self._sessions[session_id] = s
             return s
+
+    def _deliver_estimate(self, session_id: str, apply: Callable[[], None]) -> None:
+        """A background estimator result changes session state like a call does: under
+        the session's lock (and the host's guard), never from the worker on its own."""
+
+        def locked() -> None:
+            s = self._sessions.get(session_id)
+            if s is None:  # closed meanwhile: nothing to apply it to
+                return
+            with s.lock:
+                apply()
+
+        guard = self.estimate_guard
+        if guard is None:
+            locked()
+        else:
+            guard(session_id, locked)
 
     @property
     def session_ids(self) -> list[str]:

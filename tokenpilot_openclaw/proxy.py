@@ -158,6 +158,7 @@ class Proxy:
         self._pruner: asyncio.Task[None] | None = None
         self._last_seen: dict[str, float] = {}  # session -> time of its last call here
         self._started = time.time()
+        self.pilot.estimate_guard = self._estimate_guard
 
     # -- lifecycle --------------------------------------------------------------
     def resolve_secrets(self) -> None:
@@ -207,7 +208,9 @@ class Proxy:
                 sid = data["id"]
                 try:
                     if data.get("session") is not None:
-                        self.pilot.import_session(data["session"])
+                        session = self.pilot.import_session(data["session"])
+                        if not self.state.shared and hasattr(session.lifecycle, "release_job"):
+                            session.lifecycle.release_job()  # its claimant was this process, before a restart
                     self.stats[sid] = SessionStats.from_dict(data.get("stats") or {})
                     self._versions[sid] = version
                     self._stats_base[sid] = self.stats[sid].to_dict()
@@ -466,6 +469,20 @@ class Proxy:
             if sid in self.pilot.session_ids:
                 self._save(sid, refreshed=True)
             return out
+
+    def _estimate_guard(self, sid: str, apply: Callable[[], None]) -> None:
+        """A background estimator result joins the session's state as a call's changes do:
+        under the store's session lock, on the newest state, written back at once, so
+        whichever replica serves the next call applies it (the job it finishes was
+        claimed in that state, so no other replica ran the batch)."""
+        if self.state is None:
+            apply()
+            return
+        with self._session_lock(sid):
+            self._refresh_or_note(sid)
+            apply()
+            if sid in self.pilot.session_ids and not self._save(sid, refreshed=True):
+                self._dirty.add(sid)  # kept for the next flush
 
     def _count_call(self, sid: str) -> SessionStats:
         stats = self.stats.setdefault(sid, SessionStats())
