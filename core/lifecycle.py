@@ -529,7 +529,7 @@ class Lifecycle:
             return
         if self.config.cost_gate:
             decision, cut = self._best_cut(messages, plan)
-            self.stats["gate_decisions"].append(decision.to_dict())
+            _remember(self.stats["gate_decisions"], decision.to_dict())
             if not decision.evict:
                 log.info("tokenpilot: eviction deferred by the cost gate: %s", decision.reason)
                 return
@@ -699,3 +699,13 @@ class Lifecycle:
         lc = cls(config or LifecycleConfig.from_dict(d["config"]), estimator, archive)
         lc.load_dict(d)
         return lc
+
+
+GATE_DECISIONS_KEPT = 32
+"""The cost gate's latest decisions kept in the stats (and the saved state): enough to
+explain the recent evictions, bounded so a long session's state does not grow with it."""
+
+
+def _remember(decisions: list[dict[str, Any]], decision: dict[str, Any]) -> None:
+    decisions.append(decision)
+    del decisions[:-GATE_DECISIONS_KEPT]

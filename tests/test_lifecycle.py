@@ -485,3 +485,13 @@ def test_manual_schedule_waits_for_the_host():
     assert tp.run_estimator("m") is True
     assert not tp.estimator_due("m") and tp.run_estimator("m") is False
     assert tp.lifecycle_stats("m")["estimator_runs"] == 1
+
+
+def test_the_cost_gates_decisions_kept_in_the_state_are_bounded():
+    from tokenpilot.lifecycle import GATE_DECISIONS_KEPT, _remember
+
+    decisions: list[dict] = []
+    for i in range(GATE_DECISIONS_KEPT * 3):
+        _remember(decisions, {"n": i})
+    assert len(decisions) == GATE_DECISIONS_KEPT
+    assert decisions[0]["n"] == GATE_DECISIONS_KEPT * 2 and decisions[-1]["n"] == GATE_DECISIONS_KEPT * 3 - 1
