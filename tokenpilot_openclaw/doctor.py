@@ -38,7 +38,7 @@ from .openclaw_config import (
     serve_option,
 )
 from .serve_options import default_state_dir
-from .sessions import StateDir
+from .sessions import StateDir, summarize
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 
@@ -332,9 +332,13 @@ def check_log(path: Path | None, tail_bytes: int = 256 * 1024) -> list[Check]:
 
 
 def check_stats(stats: dict[str, Any]) -> list[Check]:
-    """Are cached tokens coming back? Judged on sessions with at least two reported calls."""
-    sessions = stats.get("sessions") or {}
-    if not sessions:
+    """Are cached tokens coming back? Judged on sessions with at least two reported calls.
+
+    From the proxy's `summary`: without its bearer token the proxy names no session, and
+    then neither does doctor (saved state, read from disk, names them)."""
+    sessions = stats.get("sessions") if isinstance(stats.get("sessions"), dict) else None
+    summary = stats.get("summary") or summarize(sessions or {})
+    if not summary.get("sessions"):
         return [Check(WARN, "cache hits", "no sessions yet: run an OpenClaw turn, then doctor again")]
     out = []
     t = stats.get("totals") or {}
@@ -342,14 +346,14 @@ def check_stats(stats: dict[str, Any]) -> list[Check]:
         Check(
             OK,
             "usage",
-            f"{len(sessions)} session(s), {t.get('calls', 0)} calls, {t.get('prompt_tokens', 0):,} prompt tokens, "
+            f"{summary['sessions']} session(s), {t.get('calls', 0)} calls, {t.get('prompt_tokens', 0):,} prompt tokens, "
             f"{t.get('cached_tokens', 0):,} cached ({100 * t.get('hit_rate', 0):.1f}%), {t.get('tokens_saved', 0):,} tokens saved",
         )
     )
-    warm = {sid: s for sid, s in sessions.items() if s.get("usage_reports", 0) >= 2}
+    warm, cached = summary.get("multi_call_sessions", 0), summary.get("multi_call_sessions_cached", 0)
     if not warm:
         out.append(Check(WARN, "cache hits", "no session has two reported calls yet"))
-    elif not any(s.get("cached_tokens", 0) for s in warm.values()):
+    elif not cached:
         out.append(
             Check(
                 FAIL,
@@ -358,24 +362,26 @@ def check_stats(stats: dict[str, Any]) -> list[Check]:
             )
         )
     else:
-        out.append(
-            Check(
-                OK,
-                "cache hits",
-                f"{sum(1 for s in warm.values() if s.get('cached_tokens'))}/{len(warm)} multi-call sessions hit the cache",
-            )
+        out.append(Check(OK, "cache hits", f"{cached}/{warm} multi-call sessions hit the cache"))
+    broken = summary.get("sessions_with_prefix_breaks", 0)
+    if broken:
+        total = t.get("prefix_breaks") or sum(
+            int(s.get("prefix_breaks") or 0) for s in (sessions or {}).values()
         )
-    breaks = {
-        sid: " — ".join(str(x) for x in (s.get("last_prefix_break"), s.get("last_prefix_break_detail")) if x)
-        for sid, s in sessions.items()
-        if s.get("prefix_breaks")
-    }
-    if breaks:
-        total = sum(int(s.get("prefix_breaks") or 0) for s in sessions.values())
-        shown = "; ".join(f"{sid}: {what}" for sid, what in list(breaks.items())[:5])
-        out.append(
-            Check(WARN, "prefix breaks", f"{total} in {len(breaks)} session(s); last of each: {shown}")
-        )
+        if sessions is not None:
+            breaks = {
+                sid: " — ".join(
+                    str(x) for x in (s.get("last_prefix_break"), s.get("last_prefix_break_detail")) if x
+                )
+                for sid, s in sessions.items()
+                if s.get("prefix_breaks")
+            }
+            shown = "last of each: " + "; ".join(f"{sid}: {what}" for sid, what in list(breaks.items())[:5])
+        else:
+            causes = summary.get("last_prefix_break_causes") or {}
+            shown = "last causes: " + "; ".join(f"{cause} ({n})" for cause, n in causes.items())
+            shown += " (session ids and messages: run the proxy with --auth-token-env)"
+        out.append(Check(WARN, "prefix breaks", f"{total} in {broken} session(s); {shown}"))
     if t.get("errors"):
         out.append(Check(WARN, "upstream errors", f"{t['errors']} (see the proxy's log)"))
     return out
