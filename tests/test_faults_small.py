@@ -30,7 +30,7 @@ from conftest import REPO
 from yarl import URL
 
 from tokenpilot import tokens
-from tokenpilot_openclaw.doctor import check_proxy, check_stats
+from tokenpilot_openclaw.doctor import check_proxy, check_stats, state_dir_of
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings, SetupError
 from tokenpilot_openclaw.serve_options import add_serve_arguments
 from tokenpilot_openclaw.server import RunningProxy, settings_from_args
@@ -249,21 +249,37 @@ async def test_stats_list_sessions_behind_the_token_or_with_list_sessions(
     await assert_still_serving(http, listed.url)
 
 
-async def test_doctor_names_break_causes_but_no_session_without_the_token(upstream, start_proxy, http):
-    proxy = await start_proxy(upstream.url)
+async def test_doctor_names_break_causes_but_no_session_without_the_token(
+    upstream, start_proxy, http, tmp_path
+):
+    proxy = await start_proxy(upstream.url, state_dir=tmp_path / "state")
     key = "bob-private-session"
-    first = tool_history("go", BIG)
-    assert (await send(http, proxy.url, chat_body(first, key)))[0] == 200
+    assert (await send(http, proxy.url, chat_body(tool_history("go", BIG), key)))[0] == 200
     changed = tool_history("went", BIG)  # the caller rewrote its first message
     changed += [{"role": "assistant", "content": "a"}, {"role": "user", "content": "more"}]
     assert (await send(http, proxy.url, chat_body(changed, key)))[0] == 200
     _, stats = await get(http, proxy.url + "/tokenpilot/stats")
     assert stats["summary"]["sessions_with_prefix_breaks"] == 1
-    (cause,) = stats["summary"]["last_prefix_break_causes"]
+    assert stats["summary"]["last_prefix_break_causes"] == {"history rewritten by the caller": 1}
     checks = {c.what: c for c in check_stats(stats)}
     detail = checks["prefix breaks"].detail
-    assert checks["prefix breaks"].status == "warn" and f"{cause} (1)" in detail and key not in detail
+    assert checks["prefix breaks"].status == "warn" and key not in detail
+    assert "1 in 1 session(s); last causes: history rewritten by the caller (1)" in detail
+    # doctor run where the proxy's state files are (its own user): it names them from there
+    found = await asyncio.to_thread(check_proxy, proxy.url, None, state_dir=tmp_path / "state")
+    detail = {c.what: c for c in found}["prefix breaks"].detail
+    assert f"{key}: history rewritten by the caller — first differing message: #1 (user)" in detail
     await assert_still_serving(http, proxy.url)
+
+
+def test_doctor_reads_names_from_the_state_dir_the_service_uses(tmp_path):
+    from tokenpilot_openclaw.serve_options import default_state_dir
+
+    base = ["-m", "tokenpilot_openclaw", "serve", "--upstream", "http://127.0.0.1:1/v1"]
+    assert state_dir_of({"args": [*base, "--state-dir", str(tmp_path)]}) == tmp_path
+    assert state_dir_of({"args": base}) == default_state_dir()
+    assert state_dir_of({"args": [*base, "--no-state"]}) is None
+    assert state_dir_of({"args": [*base, "--store", "redis://127.0.0.1:6379/0"]}) is None
 
 
 def test_serve_options_reach_the_settings():

@@ -252,9 +252,17 @@ def stop_service(proc: subprocess.Popen[bytes]) -> None:
 
 
 def check_proxy(
-    proxy_url: str, auth_env: str | None, service: Mapping[str, Any] | None = None, *, start: bool = True
+    proxy_url: str,
+    auth_env: str | None,
+    service: Mapping[str, Any] | None = None,
+    *,
+    start: bool = True,
+    state_dir: Path | None = None,
 ) -> list[Check]:
-    """Health and stats of the proxy; started from `service` for the check when it is down."""
+    """Health and stats of the proxy; started from `service` for the check when it is down.
+
+    A proxy without a bearer token names no session in its stats; the sessions are then
+    named from its state files in `state_dir`, which the user running doctor can read anyway."""
     token = os.environ.get(auth_env) if auth_env else None
     why = _healthy(proxy_url)
     proc = None
@@ -289,7 +297,18 @@ def check_proxy(
     finally:
         if proc is not None:
             stop_service(proc)
+    if "sessions" not in stats and state_dir is not None and state_dir.is_dir():
+        stats = {**stats, "sessions": saved_stats(state_dir)["sessions"]}
     return out + check_stats(stats)
+
+
+def state_dir_of(service: Mapping[str, Any]) -> Path | None:
+    """Where the `tokenpilot serve` of `service` keeps its session state (None: Redis or none)."""
+    args = service.get("args") or []
+    if "--no-state" in [str(a) for a in args] or serve_option(args, "--store"):
+        return None
+    state = serve_option(args, "--state-dir")
+    return Path(state).expanduser() if state else default_state_dir()
 
 
 def saved_stats(state: Path) -> dict[str, Any]:
@@ -368,19 +387,19 @@ def check_stats(stats: dict[str, Any]) -> list[Check]:
         total = t.get("prefix_breaks") or sum(
             int(s.get("prefix_breaks") or 0) for s in (sessions or {}).values()
         )
-        if sessions is not None:
-            breaks = {
-                sid: " — ".join(
-                    str(x) for x in (s.get("last_prefix_break"), s.get("last_prefix_break_detail")) if x
-                )
-                for sid, s in sessions.items()
-                if s.get("prefix_breaks")
-            }
+        breaks = {
+            sid: " — ".join(
+                str(x) for x in (s.get("last_prefix_break"), s.get("last_prefix_break_detail")) if x
+            )
+            for sid, s in (sessions or {}).items()
+            if s.get("prefix_breaks")
+        }
+        if breaks:
             shown = "last of each: " + "; ".join(f"{sid}: {what}" for sid, what in list(breaks.items())[:5])
         else:
             causes = summary.get("last_prefix_break_causes") or {}
             shown = "last causes: " + "; ".join(f"{cause} ({n})" for cause, n in causes.items())
-            shown += " (session ids and messages: run the proxy with --auth-token-env)"
+            shown += " (ids and messages: behind the proxy's --auth-token-env, or in its state files)"
         out.append(Check(WARN, "prefix breaks", f"{total} in {broken} session(s); {shown}"))
     if t.get("errors"):
         out.append(Check(WARN, "upstream errors", f"{t['errors']} (see the proxy's log)"))
@@ -409,7 +428,10 @@ def run_doctor(args: argparse.Namespace) -> int:
         openclaw = pool.submit(check_openclaw, path) if data and not args.skip_openclaw else None
         proxy_checks: list[Check] = []
         if proxy_url:
-            proxy_checks = check_proxy(proxy_url.rstrip("/"), auth_env, service, start=not args.no_start)
+            state_dir = state_dir_of(service) if service else None
+            proxy_checks = check_proxy(
+                proxy_url.rstrip("/"), auth_env, service, start=not args.no_start, state_dir=state_dir
+            )
             if proxy_checks and proxy_checks[0].status == WARN and service:  # down, not started: saved state
                 state = serve_option(service.get("args") or [], "--state-dir")
                 proxy_checks += check_stats(saved_stats(Path(state) if state else default_state_dir()))
