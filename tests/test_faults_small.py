@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -30,6 +31,7 @@ from conftest import REPO
 from yarl import URL
 
 from tokenpilot import tokens
+from tokenpilot_openclaw import PLUGIN_DIR
 from tokenpilot_openclaw.doctor import check_proxy, check_stats, state_dir_of
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings, SetupError
 from tokenpilot_openclaw.serve_options import add_serve_arguments
@@ -192,6 +194,40 @@ async def test_a_key_equal_to_a_stats_id_makes_its_own_session_and_recall_by_id_
     assert status == 200 and body["text"] == BIG and body["session"] == victim
     status, body = await get(http, url + hostile_aid, params={"session": victim})
     assert status == 404 and body["session"] == victim
+    await assert_still_serving(http, proxy.url)
+
+
+PLUGIN_RECALL = """
+const [mod, proxyUrl, artifactId] = process.argv.slice(2);
+const plugin = await import(mod);
+const tools = [];
+plugin.default({ pluginConfig: { proxyUrl }, logger: { warn() {} }, registerTool: (f) => tools.push(f),
+  registerContextEngine() {}, registerAgentToolResultMiddleware() {} });
+const url = plugin.artifactUrl({ proxyUrl }, "ab\\ud800cd", { artifact_id: artifactId, start_line: 1, end_line: 1 });
+const got = await tools[0]({ sessionId: "ab\\ud800cd" }).execute("c1", { artifact_id: artifactId, start_line: 1, end_line: 1 });
+console.log(JSON.stringify({ url: url.href, got }));
+"""
+
+
+async def test_the_plugin_recalls_from_a_lone_surrogate_session(upstream, start_proxy, http, tmp_path):
+    """OpenClaw's plugin (plain Node) spells the session's key so that the proxy finds it."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    proxy = await start_proxy(upstream.url)
+    assert (await send(http, proxy.url, chat_body(tool_history("go", BIG), "ab\ud800cd")))[0] == 200
+    aid = artifact_id_in(upstream.chat_requests()[-1].body)
+    driver = tmp_path / "driver.mjs"
+    driver.write_text(PLUGIN_RECALL)
+    proc = await asyncio.create_subprocess_exec(
+        node, str(driver), (PLUGIN_DIR / "index.js").as_uri(), proxy.url, aid,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    res = json.loads(out)
+    assert "?session=ab%ED%A0%80cd&start_line=1" in res["url"]
+    assert res["got"]["details"]["found"] is True and BIG.splitlines()[0] in res["got"]["content"][0]["text"]
     await assert_still_serving(http, proxy.url)
 
 
