@@ -432,9 +432,9 @@ def run_doctor(args: argparse.Namespace) -> int:
             proxy_checks = check_proxy(
                 proxy_url.rstrip("/"), auth_env, service, start=not args.no_start, state_dir=state_dir
             )
-            if proxy_checks and proxy_checks[0].status == WARN and service:  # down, not started: saved state
-                state = serve_option(service.get("args") or [], "--state-dir")
-                proxy_checks += check_stats(saved_stats(Path(state) if state else default_state_dir()))
+            down = proxy_checks and proxy_checks[0].status == WARN
+            if down and state_dir:  # and not started: its saved state tells
+                proxy_checks += check_stats(saved_stats(state_dir))
         checks += openclaw.result() if openclaw is not None else []
     checks += proxy_checks
     if service is not None:
