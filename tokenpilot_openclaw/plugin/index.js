@@ -45,14 +45,34 @@ function warn(api, message) {
 }
 
 // -- recall_artifact -------------------------------------------------------------
+// A query value in UTF-8 percent-encoding, a lone surrogate as its surrogate-pass bytes
+// (U+D800 -> %ED%A0%80), which the proxy reads back as that surrogate. URLSearchParams
+// writes U+FFFD instead, and encodeURIComponent throws: either would lose the session.
+export function encodeQueryValue(text) {
+  let out = "";
+  for (const ch of String(text)) {
+    const cp = ch.codePointAt(0);
+    if (cp >= 0xd800 && cp <= 0xdfff) {
+      out += [0xe0 | (cp >> 12), 0x80 | ((cp >> 6) & 0x3f), 0x80 | (cp & 0x3f)]
+        .map((b) => `%${b.toString(16).toUpperCase()}`)
+        .join("");
+    } else {
+      out += encodeURIComponent(ch);
+    }
+  }
+  return out;
+}
+
 export function artifactUrl(settings, sessionId, params) {
   const id = String(params?.artifact_id ?? "").trim();
   const url = new URL(`${settings.proxyUrl}/tokenpilot/artifacts/${encodeURIComponent(id)}`);
-  url.searchParams.set("session", sessionId);
+  const rest = new URLSearchParams();
   for (const name of ["start_line", "end_line"]) {
-    if (Number.isInteger(params?.[name])) url.searchParams.set(name, String(params[name]));
+    if (Number.isInteger(params?.[name])) rest.set(name, String(params[name]));
   }
-  if (typeof params?.pattern === "string" && params.pattern) url.searchParams.set("pattern", params.pattern);
+  if (typeof params?.pattern === "string" && params.pattern) rest.set("pattern", params.pattern);
+  const more = rest.toString();
+  url.search = `session=${encodeQueryValue(sessionId)}${more ? `&${more}` : ""}`;
   return url;
 }
 
