@@ -58,7 +58,7 @@ class Breaker:
         if opened is None:
             return
         raise StoreError(
-            f"{self.name}: {action} skipped: the store stopped answering "
+            f"{self.name}: {action} skipped: it stopped answering "
             f"{time.monotonic() - opened:.1f} s ago ({self._cause}); used again once it answers",
             self._reason,
         )

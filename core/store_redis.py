@@ -200,7 +200,7 @@ class RedisStore:
         """Redis failures as `StoreError` naming the URL (never its password). While the
         breaker is open the command is not sent; a timeout opens it (`StoreUnanswered`:
         the command may still run when Redis resumes)."""
-        self._breaker.check(f"Redis store {action}")
+        self._breaker.check(action)
         try:
             yield
         except StoreError:
