@@ -8,7 +8,11 @@ calls of new sessions; then SIGCONT: how long until the proxy uses Redis again, 
 next calls, and whether anything was left behind (lock keys) or lost (each session's
 stored state against the proxy's memory, every original recallable).
 
-Target (#23): the first call while stalled <= 1.5 s, later ones with no added wait.
+The same calls run a second time against a Redis that refuses connections (stopped),
+which fails fast by itself: "no added wait" means later stalled calls cost what they
+cost then (outputs go unreduced while the store is out, so both are slower than with
+Redis up). Target (#23): the first call while stalled <= 1.5 s, later ones with no
+added wait.
 
     .venv/bin/python benchmarks/bench_redis_stall.py [--calls 6] [--store-timeout 1]
 """
@@ -80,7 +84,9 @@ class Sessions:
         return missing
 
 
-async def bench(calls: int, store_timeout_s: float) -> dict[str, Any]:
+async def scenario(outage: str, calls: int, store_timeout_s: float) -> dict[str, Any]:
+    """Redis up, then `outage` ("stall": SIGSTOP, later SIGCONT; "refuse": the server
+    stopped, connections refused), the same calls in the same order either way."""
     out: dict[str, Any] = {}
     with LocalRedis() as redis_srv, tempfile.TemporaryDirectory() as tmp:
         import redis
@@ -100,17 +106,22 @@ async def bench(calls: int, store_timeout_s: float) -> dict[str, Any]:
                 out["up"] = [await s.call("a") for _ in range(calls)]
                 out["up new sessions"] = [await s.call(f"up-{j}") for j in range(calls)]
 
-                redis_srv.stall()
+                if outage == "stall":
+                    redis_srv.stall()
+                else:
+                    redis_srv.close()
                 try:
-                    out["stalled first"] = await s.call("a")
-                    out["stalled same session"] = [await s.call("a") for _ in range(calls - 1)]
-                    out["stalled new sessions"] = [await s.call(f"new-{j}") for j in range(calls)]
+                    out["first"] = await s.call("a")
+                    out["same session"] = [await s.call("a") for _ in range(calls - 1)]
+                    out["new sessions"] = [await s.call(f"new-{j}") for j in range(calls)]
                     t0 = time.perf_counter()
                     async with http.get(f"{running.url}/tokenpilot/artifacts/art_{'0' * 24}?session=a") as r:
-                        out["stalled recall status"] = r.status
-                    out["stalled recall"] = time.perf_counter() - t0
+                        out["recall status"] = r.status
+                    out["recall"] = time.perf_counter() - t0
                 finally:
                     redis_srv.resume()
+                if outage != "stall":
+                    return out
                 t0 = time.perf_counter()
                 while not store.available:
                     await asyncio.sleep(0.01)
@@ -124,10 +135,8 @@ async def bench(calls: int, store_timeout_s: float) -> dict[str, Any]:
                 differ = 0
                 for key in s.histories:
                     got = store.load_state(key)
-                    mem = proxy.pilot.export_session(key)
-                    differ += got is None or json.dumps(got[1]["session"], sort_keys=True) != json.dumps(
-                        mem, sort_keys=True
-                    )
+                    mem = json.dumps(proxy.pilot.export_session(key), sort_keys=True)
+                    differ += got is None or json.dumps(got[1]["session"], sort_keys=True) != mem
                 out["sessions"] = len(s.histories)
                 out["stored state differs"] = differ
                 out["originals"] = sum(len(v) for v in s.originals.values())
@@ -147,39 +156,44 @@ def main() -> None:
         "--store-timeout", type=float, default=1.0, help="--store-timeout of the proxy (default 1 s)"
     )
     args = ap.parse_args()
-    got = asyncio.run(bench(max(args.calls, 2), args.store_timeout))
+    calls = max(args.calls, 2)
+    stall = asyncio.run(scenario("stall", calls, args.store_timeout))
+    refuse = asyncio.run(scenario("refuse", calls, args.store_timeout))
     med = statistics.median
-    base = med(got["up"])
+    print(f"--store-timeout {args.store_timeout:g} s, ~60 KB tool output per call, {calls} calls per phase")
+    print(f"{'phase (median / max)':<36} {'Redis stalled':>22} {'Redis refusing':>22}")
+
+    def row(label: str, values: tuple[Any, Any]) -> None:
+        cells = []
+        for v in values:
+            if v is None:
+                cells.append("")
+            elif isinstance(v, list):
+                cells.append(f"{ms(med(v))} / {ms(max(v))}")
+            else:
+                cells.append(ms(v))
+        print(f"{label:<36} {cells[0]:>22} {cells[1]:>22}")
+
+    row("Redis up: same session", (stall["up"], refuse["up"]))
+    row("Redis up: new sessions", (stall["up new sessions"], refuse["up new sessions"]))
+    row("outage: first call", (stall["first"], refuse["first"]))
+    row("outage: same session, later calls", (stall["same session"], refuse["same session"]))
+    row("outage: new sessions", (stall["new sessions"], refuse["new sessions"]))
+    row("outage: artifact recall (HTTP 503)", (stall["recall"], refuse["recall"]))
+    row("after SIGCONT: same session", (stall["resumed"], None))
+    row("after SIGCONT: the outage's sessions", (stall["resumed new sessions"], None))
+    later_s = stall["same session"] + stall["new sessions"]
+    later_r = refuse["same session"] + refuse["new sessions"]
     print(
-        f"--store-timeout {args.store_timeout:g} s, ~60 KB tool output per call, {args.calls} calls per phase"
+        f"first stalled call {stall['first']:.2f} s (target <= 1.5 s); later stalled calls median "
+        f"{ms(med(later_s))} vs {ms(med(later_r))} with Redis refusing ({med(later_s) / med(later_r):.2f}x), "
+        f"max {ms(max(later_s))}"
     )
-    print(f"{'phase':<34} {'median':>10} {'max':>10}")
-    labels = {
-        "up": "Redis up: same session",
-        "up new sessions": "Redis up: new sessions",
-        "stalled same session": "stalled: same session, later calls",
-        "stalled new sessions": "stalled: new sessions",
-        "resumed": "after SIGCONT: same session",
-        "resumed new sessions": "after SIGCONT: the stall's sessions",
-    }
-    for name in ("up", "up new sessions"):
-        print(f"{labels[name]:<34} {ms(med(got[name])):>10} {ms(max(got[name])):>10}")
-    print(f"{'stalled: first call':<34} {ms(got['stalled first']):>10}")
-    for name in ("stalled same session", "stalled new sessions", "resumed", "resumed new sessions"):
-        print(f"{labels[name]:<34} {ms(med(got[name])):>10} {ms(max(got[name])):>10}")
     print(
-        f"{'stalled: artifact recall':<34} {ms(got['stalled recall']):>10}   (HTTP {got['stalled recall status']})"
-    )
-    later = got["stalled same session"] + got["stalled new sessions"]
-    print(
-        f"first stalled call {got['stalled first']:.2f} s (target <= 1.5 s); later stalled calls median "
-        f"{ms(med(later))} vs {ms(base)} with Redis up ({med(later) / base:.2f}x); max {ms(max(later))}"
-    )
-    print(
-        f"after SIGCONT: Redis used again after {got['back after']:.2f} s; lock keys left: "
-        f"{got['lock keys left']}; sessions whose stored state differs from memory: "
-        f"{got['stored state differs']} of {got['sessions']}; originals not recallable byte-exact: "
-        f"{got['originals lost']} of {got['originals']}"
+        f"after SIGCONT: Redis used again after {stall['back after']:.2f} s; lock keys left: "
+        f"{stall['lock keys left']}; sessions whose stored state differs from memory: "
+        f"{stall['stored state differs']} of {stall['sessions']}; originals not recallable byte-exact: "
+        f"{stall['originals lost']} of {stall['originals']}"
     )
 
 
