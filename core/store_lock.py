@@ -32,6 +32,7 @@ from .store import LockBusy, StoreUnanswered
 log = logging.getLogger("tokenpilot")
 
 POLL_S = 0.05  # a waiter's retry period
+_SLACK_S = 0.01  # the error of "now + PTTL" as a lapse time (the reply's trip back)
 _MAX_ORPHANS = 10_000  # each lapses within one TTL anyway; the bound only caps memory
 
 # KEYS: lock. ARGV: token, ttl ms. {1} when taken, else {0, holder's token, its pttl ms}.
@@ -64,16 +65,16 @@ class _Holder:
 
     def saw(self, token: bytes, pttl_ms: int, now: float) -> None:
         lapses_at = now + pttl_ms / 1000 if pttl_ms >= 0 else float("inf")
-        if token == self.token and lapses_at > self.lapses_at + POLL_S:
+        if token == self.token and lapses_at > self.lapses_at + _SLACK_S:
             self.renewed = True
         elif token != self.token:
             self.token, self.renewed = token, False
         self.lapses_at = lapses_at
 
     def lapsed(self, now: float) -> bool:
-        """The lock went because its TTL ran out, not because its holder released it (a
-        renewing holder keeps at least 4/5 of a TTL left, far above one poll period)."""
-        return self.token is not None and now + 2 * POLL_S >= self.lapses_at
+        """The lock went because its TTL ran out, not because its holder released it: a
+        released lock is free before the time its last seen TTL would have run out."""
+        return self.token is not None and now + _SLACK_S >= self.lapses_at
 
 
 class RedisLocks:

@@ -150,13 +150,15 @@ def _hold_in_thread(store: RedisStore, sid: str, hold_s: float, done: threading.
     return t
 
 
-def test_a_held_lock_is_renewed_past_its_ttl(server):
+def test_a_held_lock_is_renewed_past_its_ttl(server, caplog):
+    caplog.set_level(logging.INFO, logger="tokenpilot")
     holder = RedisStore(server.url, lock_ttl_s=0.3)
     done = threading.Event()
     t = _hold_in_thread(holder, "s", hold_s=1.5, done=done)  # 5 TTLs
     with RedisStore(server.url, lock_wait_s=30).session_lock("s"):
         assert done.is_set()  # taken only once the holder let go: its heartbeat kept it
     t.join()
+    assert "stopped renewing" not in caplog.text and "lapsed" not in caplog.text  # released, not lapsed
 
 
 def test_a_live_holder_that_keeps_renewing_gives_the_waiter_lock_busy(server):
