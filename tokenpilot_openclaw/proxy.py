@@ -80,9 +80,7 @@ class ProxySettings:
     prune_interval_s: float = 600.0  # how often the store is brought under its size limit (0: never)
     store_lock_ttl_s: float = 5.0  # a session lock outlives a replica that stopped renewing it by this
     store_lock_wait_s: float = 30.0  # how long a call waits for a lock another replica holds and renews
-    store_timeout_s: float = (
-        1.0  # a Redis command unanswered this long: the store is skipped until it answers
-    )
+    store_timeout_s: float = 1.0  # a Redis command unanswered this long: Redis is skipped until it answers
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -220,6 +218,8 @@ class Proxy:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self._recovery_flush is not None:  # let it finish: cancelled, it would drop its sessions
+            await self._recovery_flush
         await self.flush()
         await self.upstream.close()
 
