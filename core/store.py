@@ -31,6 +31,17 @@ class StateConflict(StoreError):
     wrote the session meanwhile (its lock had expired). Nothing was written."""
 
 
+class StoreUnanswered(StoreError):
+    """The store took the command but did not answer in time (a stalled server): the
+    command may still be applied later, when the server resumes. A `save_state` that
+    raised this may land then: its writer must not take that state for another's."""
+
+
+class LockBusy(StoreError):
+    """Another process held the session's lock, renewing it, for the whole wait: the
+    store works, that process is still busy with the session."""
+
+
 @runtime_checkable
 class Artifacts(Protocol):
     """Originals by content hash, scoped to a session (what `TokenPilot` itself uses)."""

@@ -11,13 +11,19 @@ lone surrogates are keyable and no session id can be a key prefix of another's):
     ns:s:h                 hash {v: version, d: state JSON}
     ns:leases              sorted set h -> last activity (0: closed), as ArtifactStore's leases
     ns:volume              bytes of originals held
-    ns:lock:h              the session lock (a token with an expiry; only its owner releases it)
+    ns:lock:h              the session lock (a token with a short TTL renewed while held;
+                           only its owner releases it: `store_lock`)
 
 Size bound: `prune` drops whole sessions that are not live (lease older than `lease_s`
 or closed), oldest first, until the volume is under the limit; the lease is re-checked
 inside the deleting script, so a session that became live meanwhile is kept. A dead
-replica's lock expires after `lock_ttl_s`; a writer whose lock expired is stopped by
-`save_state(expect=...)`, which refuses to overwrite a newer version.
+replica's lock lapses within `lock_ttl_s` (its heartbeat stopped); a writer whose lock
+lapsed is stopped by `save_state(expect=...)`, which refuses to overwrite a newer version.
+
+Liveness: a command waits at most `socket_timeout_s` (1 s). One timeout opens a circuit
+breaker (`store_breaker`): commands then fail at once, as when Redis refuses, until a
+background probe sees Redis answer; locks the stalled commands may have left are then
+deleted, and recovery listeners run (the proxy writes back what it served from memory).
 """
 
 from __future__ import annotations
@@ -27,20 +33,22 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import LockError, RedisError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._canonical import ARTIFACT_PREFIX, artifact_id_for, from_bytes, to_bytes
 from .artifacts import RecallResult, recall_from
 from .errors import ArtifactNotFound, StoreError
-from .store import StateConflict, redact_store_url
+from .store import StateConflict, StoreUnanswered, redact_store_url
+from .store_breaker import Breaker
+from .store_lock import RedisLocks, SessionLock
 
 log = logging.getLogger("tokenpilot")
 
@@ -94,13 +102,25 @@ return #ids
 """
 
 
-def _split_namespace(url: str) -> tuple[str, str | None]:
-    """`url` without its `namespace=` query parameter (redis-py does not know it), and its value."""
+_OWN_QUERY = ("namespace", "lock_ttl", "lock_wait")  # ours; redis-py knows the others
+
+
+def _split_own(url: str) -> tuple[str, dict[str, str]]:
+    """`url` without the query parameters that are ours (redis-py does not know them), and them."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    ns = next((v for k, v in query if k == "namespace"), None)
-    rest = urlencode([(k, v) for k, v in query if k != "namespace"])
-    return urlunsplit(parts._replace(query=rest)), ns
+    own = {k: v for k, v in query if k in _OWN_QUERY}
+    rest = urlencode([(k, v) for k, v in query if k not in _OWN_QUERY])
+    return urlunsplit(parts._replace(query=rest)), own
+
+
+def _seconds(own: dict[str, str], name: str, default: float, *, positive: bool) -> float:
+    """A time from the URL (`?lock_ttl=5`), else `default`; `ValueError` when out of range."""
+    raw = own.get(name)
+    value = default if raw is None else float(raw)
+    if not (value > 0 if positive else value >= 0) or value != value or value == float("inf"):
+        raise ValueError(f"{name} must be a {'positive' if positive else 'non-negative'} number of seconds")
+    return value
 
 
 def _reason(exc: RedisError) -> str:
@@ -117,7 +137,14 @@ def _reason(exc: RedisError) -> str:
 class RedisStore:
     """`Store` on Redis, shared by processes. `url` is `redis://[:password@]host:port/db`,
     optionally with `?namespace=NAME` (default "tokenpilot") to keep several deployments
-    apart in one database."""
+    apart in one database, `lock_ttl=S` and `lock_wait=S` (seconds; they override the
+    arguments of the same names), and redis-py's own `socket_timeout=S`.
+
+    `lock_ttl_s`: how long a session lock outlives a holder that stopped renewing it (it
+    is renewed every ttl/5 while held). `lock_wait_s`: how long a caller waits for a lock
+    that another replica holds and renews, before `LockBusy`. `socket_timeout_s`: how
+    long one command may stay unanswered before the store is skipped (see module doc).
+    """
 
     shared = True
 
@@ -128,18 +155,19 @@ class RedisStore:
         namespace: str = "tokenpilot",
         size_limit_bytes: int = 4 * 2**30,
         lease_s: float = 24 * 3600,
-        lock_ttl_s: float = 60.0,
+        lock_ttl_s: float = 5.0,
         lock_wait_s: float = 30.0,
-        socket_timeout_s: float = 5.0,
+        socket_timeout_s: float = 1.0,
+        probe_interval_s: float = 0.5,
     ) -> None:
-        bare, ns = _split_namespace(url)
+        bare, own = _split_own(url)
         self.url = redact_store_url(url)
-        self.namespace = ns or namespace
+        self.namespace = own.get("namespace") or namespace
         self.size_limit_bytes = size_limit_bytes
         self.lease_s = lease_s
-        self.lock_ttl_s = lock_ttl_s
-        self.lock_wait_s = lock_wait_s
         try:
+            self.lock_ttl_s = _seconds(own, "lock_ttl", lock_ttl_s, positive=True)
+            self.lock_wait_s = _seconds(own, "lock_wait", lock_wait_s, positive=False)
             self._r = redis.Redis.from_url(
                 bare, socket_timeout=socket_timeout_s, socket_connect_timeout=socket_timeout_s
             )
@@ -148,9 +176,13 @@ class RedisStore:
         self._put = self._r.register_script(_PUT)
         self._save = self._r.register_script(_SAVE)
         self._prune_one = self._r.register_script(_PRUNE_SESSION)
-        self._locks: dict[str, _SessionLock] = {}
-        self._guard = threading.Lock()
         self._prune_lock = threading.Lock()
+        self._breaker = Breaker(
+            f"Redis store ({self.url})", self._probe, self._recover, interval_s=probe_interval_s
+        )
+        self._locks = RedisLocks(
+            self._r, self._failures, ttl_s=self.lock_ttl_s, wait_s=self.lock_wait_s, url=self.url
+        )
 
     # -- keys ---------------------------------------------------------------------
     @staticmethod
@@ -165,11 +197,17 @@ class RedisStore:
 
     @contextmanager
     def _failures(self, action: str) -> Iterator[None]:
-        """Redis failures as `StoreError` naming the URL (never its password)."""
+        """Redis failures as `StoreError` naming the URL (never its password). While the
+        breaker is open the command is not sent; a timeout opens it (`StoreUnanswered`:
+        the command may still run when Redis resumes)."""
+        self._breaker.check(action)
         try:
             yield
         except StoreError:
             raise
+        except RedisTimeoutError as exc:
+            self._breaker.trip(str(exc), _reason(exc))
+            raise StoreUnanswered(f"Redis store {action} failed ({self.url}): {exc}", _reason(exc)) from exc
         except RedisError as exc:
             raise StoreError(f"Redis store {action} failed ({self.url}): {exc}", _reason(exc)) from exc
 
@@ -177,6 +215,30 @@ class RedisStore:
         """`StoreError` naming the URL when Redis does not answer."""
         with self._failures("connect"):
             self._r.ping()
+
+    # -- liveness -------------------------------------------------------------------
+    @property
+    def available(self) -> bool:
+        """False while the breaker skips Redis (it stopped answering)."""
+        return not self._breaker.is_open
+
+    def add_recovery_listener(self, fn: Callable[[], None]) -> None:
+        """`fn()` runs (in a background thread) each time Redis answers again after a stall."""
+        self._breaker.add_listener(fn)
+
+    def _probe(self) -> None:
+        """Two answers a moment apart: commands that the stall held in the server's socket
+        buffers run as soon as it resumes, before the second answer, so `_recover` sees them."""
+        self._r.ping()
+        time.sleep(0.1)
+        self._r.ping()
+
+    def _recover(self) -> None:
+        dropped = self._locks.drop_orphans()
+        if dropped:
+            log.info(
+                "tokenpilot: dropped %d session lock(s) left in %s by stalled commands", dropped, self.url
+            )
 
     # -- artifacts ----------------------------------------------------------------
     def put(self, session_id: str, data: str | bytes) -> str:
@@ -263,6 +325,8 @@ class RedisStore:
             return removed
 
     def close(self) -> None:
+        self._breaker.close()
+        self._locks.close()
         self._r.close()
 
     # -- state --------------------------------------------------------------------
@@ -307,74 +371,5 @@ class RedisStore:
                 except ValueError as exc:
                     log.warning("tokenpilot: skipping unreadable session state in %s: %s", self.url, exc)
 
-    def session_lock(self, session_id: str) -> _SessionLock:
-        with self._guard:
-            lock = self._locks.get(session_id)
-            if lock is None:
-                lock = self._locks[session_id] = _SessionLock(self, session_id)
-            return lock
-
-
-class _SessionLock:
-    """Re-entrant in a thread (a local RLock) around a Redis lock taken at depth 0.
-
-    The Redis lock is redis-py's: a random token set with NX and an expiry, released by
-    a script that deletes it only while it still holds that token.
-    """
-
-    def __init__(self, store: RedisStore, session_id: str) -> None:
-        self.store = store
-        self.session_id = session_id
-        self._local = threading.RLock()
-        self._depth = 0
-        self._held: redis.lock.Lock | None = None
-
-    def __enter__(self) -> None:
-        self._local.acquire()
-        if self._depth == 0:
-            try:
-                self._take()
-            except BaseException:
-                self._local.release()
-                raise
-        self._depth += 1
-
-    def __exit__(self, *exc: object) -> None:
-        self._depth -= 1
-        try:
-            if self._depth == 0:
-                self._give()
-        finally:
-            self._local.release()
-
-    def _take(self) -> None:
-        s = self.store
-        lock = s._r.lock(
-            s._k("lock", self.session_id),
-            timeout=s.lock_ttl_s,
-            blocking_timeout=s.lock_wait_s,
-            thread_local=False,
-        )
-        with s._failures("lock"):
-            if not lock.acquire():
-                raise StoreError(
-                    f"Redis store ({s.url}): the lock of session {self.session_id!r} stayed taken for "
-                    f"{s.lock_wait_s:g} s",
-                    "session lock busy",
-                )
-        self._held = lock
-
-    def _give(self) -> None:
-        lock, self._held = self._held, None
-        if lock is None:
-            return
-        try:
-            lock.release()
-        except LockError as exc:  # it expired (and maybe another replica took it): say so, go on
-            log.warning(
-                "tokenpilot: session %r: the Redis lock expired before it was released: %s",
-                self.session_id,
-                exc,
-            )
-        except RedisError as exc:
-            log.warning("tokenpilot: session %r: could not release the Redis lock: %s", self.session_id, exc)
+    def session_lock(self, session_id: str) -> SessionLock:
+        return self._locks.lock(session_id, self._k("lock", session_id))

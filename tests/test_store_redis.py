@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -214,15 +215,21 @@ def test_a_killed_replicas_lock_expires_and_an_expired_lock_is_released_only_by_
     with patient.session_lock("s"):  # the dead holder's lock expired
         pass
 
-    first = RedisStore(url, lock_ttl_s=0.3)
-    second = RedisStore(url, lock_wait_s=30)
-    lock = first.session_lock("t")
-    lock.__enter__()
-    with second.session_lock("t"):  # taken once `first`'s expired
-        lock.__exit__(None, None, None)  # `first` lets go late: must not free `second`'s lock
-        with pytest.raises(StoreError, match="stayed taken"):
-            with RedisStore(url, lock_wait_s=0.1).session_lock("t"):
-                pass
+    first = _holder(url, "t", ttl_s=0.3, hold_s=1.0)
+    try:
+        first.send_signal(signal.SIGSTOP)  # frozen: its heartbeat stops, so its lock lapses
+        second = RedisStore(url, lock_wait_s=30)
+        with second.session_lock("t"):  # taken once `first`'s lapsed
+            first.send_signal(signal.SIGCONT)
+            assert first.stdout is not None and first.stdout.readline().strip() == "released"
+            # `first` let go late: that must not have freed `second`'s lock
+            with pytest.raises(StoreError, match="stayed taken"):
+                with RedisStore(url, lock_wait_s=0.1).session_lock("t"):
+                    pass
+    finally:
+        first.send_signal(signal.SIGCONT)
+        first.kill()
+        first.wait()
 
 
 def test_redis_down_is_a_store_error_naming_the_url_without_its_password():

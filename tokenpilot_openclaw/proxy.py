@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import itertools
 import json
 import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +33,7 @@ from aiohttp import web
 from tokenpilot import ArtifactStore, Config, Prepared, TokenPilot
 from tokenpilot.artifacts import default_store_dir
 from tokenpilot.errors import MessageError, TokenPilotError
-from tokenpilot.store import Store, is_store_url, open_redis, redact_store_url
+from tokenpilot.store import LockBusy, Store, StoreUnanswered, is_store_url, open_redis, redact_store_url
 from tokenpilot.store_disk import DiskStore
 
 from . import sse, wire
@@ -82,6 +84,9 @@ class ProxySettings:
     prune_interval_s: float = 600.0  # how often the store is brought under its size limit (0: never)
     list_sessions: bool = False  # per-session stats at /tokenpilot/stats without --auth-token-env
     upstream_password_env: str | None = None  # names the variable holding the upstream's Basic password
+    store_lock_ttl_s: float = 5.0  # a session lock outlives a replica that stopped renewing it by this
+    store_lock_wait_s: float = 30.0  # how long a call waits for a lock another replica holds and renews
+    store_timeout_s: float = 1.0  # a Redis command unanswered this long: Redis is skipped until it answers
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -92,6 +97,13 @@ class ProxySettings:
             )
         if self.max_body_bytes <= 0:
             raise ValueError("the request size limit must be positive")
+        for name, value, least in (
+            ("--lock-ttl", self.store_lock_ttl_s, 0.001),
+            ("--lock-wait", self.store_lock_wait_s, 0.0),
+            ("--store-timeout", self.store_timeout_s, 0.001),
+        ):
+            if not least <= value < float("inf"):
+                raise ValueError(f"{name} must be a number of seconds {'>= 0' if least == 0 else '> 0'}")
 
 
 class SetupError(RuntimeError):
@@ -147,6 +159,12 @@ class Proxy:
         self._versions: dict[str, int] = {}  # the stored state version this process holds
         self._stats_base: dict[str, dict[str, Any]] = {}  # stats as last read from / written to the store
         self._store_down = False  # the shared store failed (logged once until it works again)
+        self._writer = uuid.uuid4().hex[:12]  # names this process's state writes (see `_refresh`)
+        self._writes = itertools.count(1)
+        self._unconfirmed: dict[str, set[str]] = {}  # session -> writes a stalled store may apply late
+        self._fallback = threading.local()  # sessions this thread serves without the store's lock
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._recovery_flush: asyncio.Task[int] | None = None
         base_url, basic_auth = split_credentials(settings.upstream)
         self.upstream = Upstream(
             base_url,
@@ -208,6 +226,11 @@ class Proxy:
                 "tokenpilot: the --upstream URL carries a password, which every local user can read in "
                 "the process list; pass it in an environment variable with --upstream-password-env VAR"
             )
+        self._loop = asyncio.get_running_loop()
+        for store in {id(s): s for s in (self.state, self.pilot.store) if s is not None}.values():
+            listen = getattr(store, "add_recovery_listener", None)
+            if listen is not None:
+                listen(self._store_answers_again)
         loaded = await asyncio.to_thread(self._load_state)
         await self.upstream.open()
         if self.settings.flush_interval_s > 0 and self.state is not None:
@@ -226,6 +249,8 @@ class Proxy:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self._recovery_flush is not None:  # let it finish: cancelled, it would drop its sessions
+            await self._recovery_flush
         await self.flush()
         await self.upstream.close()
 
@@ -268,6 +293,14 @@ class Proxy:
             self._versions[sid] = version
             return
         version, data = got
+        mine = self._unconfirmed.pop(sid, set())
+        if version == held + 1 and data.get("writer") in mine:
+            # this process's own write, which a stalled store applied when it resumed: what
+            # memory holds is as new or newer (calls served from memory since), so keep it
+            self._versions[sid] = version
+            self._dirty.add(sid)
+            log.info("tokenpilot: session %s: a write the stalled store applied late was this process's", sid)
+            return
         if data.get("session") is not None:
             self.pilot.import_session(data["session"])
             self._last_stable.pop(sid, None)
@@ -281,6 +314,20 @@ class Proxy:
         if not self._store_down:
             self._store_down = True
             log.error("tokenpilot: session store failed: %s; serving from this process's memory", exc)
+
+    def _store_answers_again(self) -> None:
+        """The store's breaker closed (called from its probe thread): write back now what
+        was served from memory meanwhile, rather than at the next flush or call."""
+        self._store_down = False
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        log.info("tokenpilot: session store answers again; writing back %d session(s)", len(self._dirty))
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self._start_recovery_flush)
+
+    def _start_recovery_flush(self) -> None:
+        self._recovery_flush = asyncio.ensure_future(self.flush())
 
     async def flush(self) -> int:
         """Write the state of every session touched since the last flush (usage counters)."""
@@ -311,9 +358,21 @@ class Proxy:
                     self._refresh(sid)
                 session = self.pilot.export_session(sid) if sid in self.pilot.session_ids else None
                 stats = self.stats.get(sid, SessionStats())
-                data = {"id": sid, "version": 1, "session": session, "stats": stats.to_dict()}
+                writer = f"{self._writer}:{next(self._writes)}"
+                data = {
+                    "id": sid,
+                    "version": 1,
+                    "session": session,
+                    "stats": stats.to_dict(),
+                    "writer": writer,
+                }
                 expect = self._versions.get(sid, 0) if self.state.shared else None
-                self._versions[sid] = self.state.save_state(sid, data, expect=expect)
+                try:
+                    self._versions[sid] = self.state.save_state(sid, data, expect=expect)
+                except StoreUnanswered:  # sent, unanswered: a stalled Redis may apply it when it resumes
+                    self._unconfirmed.setdefault(sid, set()).add(writer)
+                    raise
+                self._unconfirmed.pop(sid, None)  # a late one can no longer land: `expect` moved on
                 self._stats_base[sid] = data["stats"]
                 self._store_down = False
             except (OSError, TypeError, ValueError) as exc:
@@ -474,14 +533,32 @@ class Proxy:
     @contextlib.contextmanager
     def _session_lock(self, sid: str) -> Iterator[None]:
         """The store's session lock (across processes for a shared store); when the store
-        cannot give it (Redis down), this process's own, so the agent keeps running."""
+        cannot give it (Redis down or stalled, or another replica kept the session busy
+        for the whole wait), this process's own, so the agent keeps running. Nested calls
+        in that thread then take this process's lock too, without asking the store again."""
+        fallback: set[str] | None = getattr(self._fallback, "sids", None)
+        if fallback is None:
+            fallback = self._fallback.sids = set()
+        if sid in fallback:
+            with self._lock_of(sid):
+                yield
+            return
         lock = self.state.session_lock(sid) if self.state is not None else self._lock_of(sid)
         try:
             lock.__enter__()
         except OSError as exc:
-            self._note_store_down(exc)
-            with self._lock_of(sid):
-                yield
+            if isinstance(exc, LockBusy):  # the store works: a live replica holds the session
+                log.warning(
+                    "tokenpilot: session %s: %s; serving this call from this process's memory", sid, exc
+                )
+            else:
+                self._note_store_down(exc)
+            fallback.add(sid)
+            try:
+                with self._lock_of(sid):
+                    yield
+            finally:
+                fallback.discard(sid)
             return
         try:
             yield
@@ -852,7 +929,12 @@ def _stores(
     """The pilot and where session state goes: the `--store` URL for both (shared by
     replicas), else the store directory and the state directory of this machine."""
     if settings.store_url:
-        shared = open_redis(settings.store_url)
+        shared = open_redis(
+            settings.store_url,
+            lock_ttl_s=settings.store_lock_ttl_s,
+            lock_wait_s=settings.store_lock_wait_s,
+            socket_timeout_s=settings.store_timeout_s,
+        )
         pilot = pilot or TokenPilot(config, store=shared)
         return pilot, (shared if settings.state_dir is not None else None)
     pilot = pilot or TokenPilot(config, store=ArtifactStore(Path(settings.store_dir).expanduser()))

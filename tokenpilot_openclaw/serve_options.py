@@ -80,6 +80,30 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "[?namespace=NAME] (replaces --store-dir and --state-dir; needs tokenpilot[redis])",
     )
     p.add_argument(
+        "--lock-ttl",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="with --store: a session's lock is renewed every SECONDS/5 while a replica works on it, "
+        "so a replica killed holding it loses it within SECONDS (default 5)",
+    )
+    p.add_argument(
+        "--lock-wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="with --store: how long a call waits for a session another replica is working on "
+        "(renewing its lock) before it is served from this replica's memory (default 30)",
+    )
+    p.add_argument(
+        "--store-timeout",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="with --store: a Redis command unanswered this long (a stalled server) makes the proxy "
+        "skip Redis and serve from memory until a background probe sees it answer (default 1)",
+    )
+    p.add_argument(
         "--max-body-mb", type=float, default=32.0, help="largest accepted request body (default 32 MB)"
     )
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect to the upstream")

@@ -45,6 +45,9 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
         models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
         flush_interval_s=args.flush_interval,
         store_url=getattr(args, "store", None) or None,
+        store_lock_ttl_s=args.lock_ttl,
+        store_lock_wait_s=args.lock_wait,
+        store_timeout_s=args.store_timeout,
     )
 
 
