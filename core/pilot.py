@@ -32,6 +32,7 @@ from .ingest import (
     IngestState,
     Pipeline,
     ToolCallInfo,
+    hard_limited,
     ingest_assistant,
     ingest_tool_result,
     ingest_user,
@@ -623,9 +624,15 @@ class TokenPilot:
                 store_errors.append(exc)
                 cut = unstored_form(msg, self.config.hard_limit_chars, store_reason(exc))
                 result = Ingested(cut)
-            else:  # never lose the agent's turn to a bug in a pass
-                log.warning("tokenpilot: ingestion failed for a %s message, kept as is: %s", role, exc)
-                result = Ingested(dict(msg))
+            else:  # never lose the agent's turn to a bug in a pass; the hard limit still holds
+                log.warning("tokenpilot: ingestion failed for a %s message, kept unreduced: %s", role, exc)
+                try:
+                    result = hard_limited(msg, self.config, put)
+                except OSError as store_exc:  # no original: cut with no handle, retried next call
+                    store_errors.append(store_exc)
+                    result = Ingested(
+                        unstored_form(msg, self.config.hard_limit_chars, store_reason(store_exc))
+                    )
         frozen = result.message
         tokens = _msg_tokens(frozen)
         return _Entry(
