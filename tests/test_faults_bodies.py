@@ -378,52 +378,68 @@ JSON = st.recursive(
 PLAUSIBLE = st.sampled_from(
     ["x", "recall_artifact", "t1", "user", "assistant", {}, [], {"type": "ephemeral"},
      {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}, {"type": "url", "url": "http://x/y.png"},
-     {"type": "object", "properties": {}}, '{"artifact_id": "art_0"}', True]
+     {"type": "object", "properties": {}}, '{"artifact_id": "art_0"}', True, [{"type": "text", "text": "x"}]]
 )  # fmt: skip
+VALUE = PLAUSIBLE | JSON
 
 
-def shaped(keys: list[str], value: st.SearchStrategy[Any], types: list[Any]) -> st.SearchStrategy[Any]:
-    """An object of some of `keys` (random or plausible values) with a `type` from `types`."""
-    fields = st.dictionaries(st.sampled_from(keys), value | PLAUSIBLE | JSON, max_size=5)
-    return st.builds(
-        lambda t, f: f if t is None else {**f, "type": t}, st.sampled_from([*types, None]), fields
-    )
+def obj(kind: Any, keys: list[str], **special: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """An object of type `kind` (a value or a strategy) with some of `keys`, each plausible
+    or random; `special` keys get their own strategy (or a random value)."""
+    kinds = kind if isinstance(kind, st.SearchStrategy) else st.just(kind)
+    optional = {k: VALUE for k in keys} | {k: v | VALUE for k, v in special.items()}
+    return st.fixed_dictionaries({"type": kinds}, optional=optional)
 
 
-BLOCK_KEYS = ["text", "source", "id", "name", "input", "tool_use_id", "content", "is_error", "cache_control",
-              "thinking", "signature", "citations"]  # fmt: skip
-BLOCK_TYPES = ["text", "image", "tool_use", "tool_result", "thinking", "document", 5]
-BLOCK = st.recursive(
-    shaped(BLOCK_KEYS, st.nothing(), BLOCK_TYPES),
-    lambda inner: shaped(BLOCK_KEYS, st.lists(inner, max_size=3), BLOCK_TYPES),
-    max_leaves=6,
+LEAF_BLOCK = st.one_of(
+    obj("text", ["text", "cache_control", "citations"]),
+    obj("image", ["source", "cache_control"]),
+    obj("tool_use", ["id", "name", "input", "cache_control"]),
+    obj("thinking", ["thinking", "signature"]),
+    obj("document", ["source", "title"]),
+    obj(JSON, ["text", "source"]),
+    JSON,
 )
+BLOCK = LEAF_BLOCK | obj(
+    "tool_result", ["tool_use_id", "is_error", "cache_control"], content=st.lists(LEAF_BLOCK, max_size=3) | st.text(max_size=5)
+)  # fmt: skip
 MESSAGE = st.fixed_dictionaries(
-    {"role": st.sampled_from(["user", "assistant"]) | JSON, "content": st.text(max_size=10) | st.lists(BLOCK, max_size=4) | JSON}
-)  # fmt: skip
-TOOL = shaped(["name", "description", "input_schema", "cache_control"], st.nothing(), [5, "custom"])
-ANTHROPIC_BODY = st.fixed_dictionaries(
-    {"model": st.just("m") | JSON, "messages": st.lists(MESSAGE | JSON, max_size=4) | JSON},
-    optional={"system": st.text(max_size=10) | st.lists(BLOCK, max_size=3) | JSON,
-              "tools": st.lists(TOOL | JSON, max_size=3) | JSON, "metadata": JSON | st.just({"user_id": "{"}),
-              "stream": st.booleans() | JSON},
-)  # fmt: skip
-ITEM_KEYS = ["role", "content", "call_id", "name", "arguments", "output", "input", "id", "status", "summary"]
-ITEM_TYPES = ["message", "function_call", "function_call_output", "custom_tool_call",
-              "custom_tool_call_output", "reasoning", "item_reference", 5]  # fmt: skip
-PART = shaped(
-    ["text", "image_url", "annotations"], st.nothing(), ["input_text", "output_text", "input_image", 5]
+    {"role": st.sampled_from(["user", "assistant"]), "content": st.lists(BLOCK, min_size=1, max_size=4) | VALUE}
+) | JSON  # fmt: skip
+TOOL = st.fixed_dictionaries(
+    {"name": st.just("Bash") | JSON},
+    optional={k: VALUE for k in ("description", "input_schema", "cache_control")},
 )
-ITEM = shaped(ITEM_KEYS, st.lists(PART, max_size=3), ITEM_TYPES)
-RESPONSES_TOOL = shaped(
-    ["name", "parameters", "description", "strict"], st.nothing(), ["function", "custom", "web_search", 5]
+ANTHROPIC_BODY = st.fixed_dictionaries(
+    {"model": st.just("m") | JSON, "messages": st.lists(MESSAGE, min_size=1, max_size=4)},
+    optional={"system": st.lists(BLOCK, max_size=3) | VALUE, "tools": st.lists(TOOL | JSON, max_size=3) | JSON,
+              "metadata": JSON | st.just({"user_id": "{"}), "stream": st.booleans() | JSON,
+              "max_tokens": VALUE},
+) | JSON  # fmt: skip
+PART = obj(
+    st.sampled_from(["input_text", "output_text", "input_image"]) | JSON, ["text", "image_url", "annotations"]
+)
+PARTS = st.lists(PART | JSON, max_size=3) | VALUE
+ITEM = st.one_of(
+    obj(st.just("message") | st.none(), ["id", "status"], role=st.sampled_from(["user", "assistant", "system", "developer"]), content=PARTS),
+    obj("function_call", ["call_id", "name", "id", "status"], arguments=st.just('{"a": 1}') | st.just("[[[")),
+    obj("custom_tool_call", ["call_id", "name", "input"]),
+    obj(st.sampled_from(["function_call_output", "custom_tool_call_output"]), ["call_id"], output=PARTS),
+    obj(st.sampled_from(["reasoning", "item_reference"]) | JSON, ["id", "summary", "encrypted_content"]),
+    JSON,
+)  # fmt: skip
+RESPONSES_TOOL = (
+    obj(
+        st.sampled_from(["function", "custom", "web_search"]) | JSON,
+        ["name", "parameters", "description", "strict"],
+    )
+    | JSON
 )
 RESPONSES_BODY = st.fixed_dictionaries(
-    {"model": st.just("m") | JSON},
-    optional={"input": st.text(max_size=10) | st.lists(ITEM | JSON, max_size=5) | JSON,
-              "instructions": st.text(max_size=10) | JSON, "tools": st.lists(RESPONSES_TOOL | JSON, max_size=3) | JSON,
+    {"model": st.just("m") | JSON, "input": st.lists(ITEM, min_size=1, max_size=5) | VALUE},
+    optional={"instructions": st.text(max_size=10) | JSON, "tools": st.lists(RESPONSES_TOOL, max_size=3) | JSON,
               "stream": st.booleans() | JSON, "previous_response_id": st.none() | st.just("resp_1")},
-)  # fmt: skip
+) | JSON  # fmt: skip
 
 
 @dataclass
@@ -473,18 +489,18 @@ def fuzz_one(rig: FuzzRig, path: str, body: Any, caplog: pytest.LogCaptureFixtur
     assert not bugs, (bugs, body)
 
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @FUZZ
-@given(body=ANTHROPIC_BODY | JSON, count=st.booleans())
+@given(body=ANTHROPIC_BODY, count=st.booleans())
 def test_fuzzed_anthropic_bodies_get_json_answers(rig, caplog, body, count):
     with caplog.at_level(logging.ERROR):
         fuzz_one(rig, "/v1/messages/count_tokens" if count else "/v1/messages", body, caplog)
 
 
 @FUZZ
-@given(body=RESPONSES_BODY | JSON)
+@given(body=RESPONSES_BODY)
 def test_fuzzed_responses_bodies_get_json_answers(rig, caplog, body):
     with caplog.at_level(logging.ERROR):
         fuzz_one(rig, "/v1/responses", body, caplog)
