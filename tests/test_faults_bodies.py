@@ -383,63 +383,77 @@ PLAUSIBLE = st.sampled_from(
 VALUE = PLAUSIBLE | JSON
 
 
-def obj(kind: Any, keys: list[str], **special: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
-    """An object of type `kind` (a value or a strategy) with some of `keys`, each plausible
-    or random; `special` keys get their own strategy (or a random value)."""
+def mostly(good: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """`good` 15 times in 16, else a random JSON value (or a plausible one of another kind)."""
+    return st.integers(0, 15).flatmap(lambda n: JSON | PLAUSIBLE if n == 5 else good)
+
+
+# Values of the right kind for each key a block, item or tool may hold.
+GOOD = {
+    "text": st.text(max_size=8), "id": st.sampled_from(["t1", "t2"]), "tool_use_id": st.sampled_from(["t1", "t2"]),
+    "name": st.sampled_from(["Bash", "recall_artifact"]), "input": st.dictionaries(st.text(max_size=4), JSON, max_size=2),
+    "source": PLAUSIBLE, "cache_control": st.just({"type": "ephemeral"}), "is_error": st.booleans(),
+    "thinking": st.text(max_size=8), "signature": st.text(max_size=8), "citations": st.just([]),
+    "title": st.text(max_size=4), "call_id": st.sampled_from(["c1", "c2"]), "arguments": st.sampled_from(['{"a": 1}', "[[[", ""]),
+    "status": st.just("completed"), "summary": st.just([]), "encrypted_content": st.text(max_size=4),
+    "image_url": st.just("data:image/png;base64,iVBORw0KGgo="), "annotations": st.just([]),
+    "description": st.text(max_size=8), "input_schema": st.just({"type": "object"}), "parameters": st.just({"type": "object"}),
+    "strict": st.booleans(),
+}  # fmt: skip
+
+
+def obj(
+    kind: Any, keys: list[str], required: tuple[str, ...] = (), **special: st.SearchStrategy[Any]
+) -> st.SearchStrategy[dict[str, Any]]:
+    """An object of type `kind` (a value or a strategy) with its `required` keys and some of
+    `keys`, each mostly of the right kind; `special` keys get their own strategy."""
     kinds = kind if isinstance(kind, st.SearchStrategy) else st.just(kind)
-    optional = {k: VALUE for k in keys} | {k: v | VALUE for k, v in special.items()}
-    return st.fixed_dictionaries({"type": kinds}, optional=optional)
+    values = {k: mostly(GOOD.get(k, PLAUSIBLE)) for k in (*keys, *required)} | {
+        k: mostly(v) for k, v in special.items()
+    }
+    fixed = {"type": mostly(kinds)} | {k: values[k] for k in required}
+    return st.fixed_dictionaries(fixed, optional={k: v for k, v in values.items() if k not in required})
 
 
 LEAF_BLOCK = st.one_of(
-    obj("text", ["text", "cache_control", "citations"]),
-    obj("image", ["source", "cache_control"]),
-    obj("tool_use", ["id", "name", "input", "cache_control"]),
-    obj("thinking", ["thinking", "signature"]),
+    obj("text", ["cache_control", "citations"], ("text",)),
+    obj("image", ["cache_control"], ("source",)),
+    obj("tool_use", ["input", "cache_control"], ("id", "name")),
+    obj("thinking", ["signature"], ("thinking",)),
     obj("document", ["source", "title"]),
-    obj(JSON, ["text", "source"]),
-    JSON,
 )
 BLOCK = LEAF_BLOCK | obj(
-    "tool_result", ["tool_use_id", "is_error", "cache_control"], content=st.lists(LEAF_BLOCK, max_size=3) | st.text(max_size=5)
+    "tool_result", ["is_error", "cache_control"], ("tool_use_id",), content=st.lists(LEAF_BLOCK, max_size=3) | st.text(max_size=5)
 )  # fmt: skip
-MESSAGE = st.fixed_dictionaries(
-    {"role": st.sampled_from(["user", "assistant"]), "content": st.lists(BLOCK, min_size=1, max_size=4) | VALUE}
-) | JSON  # fmt: skip
-TOOL = st.fixed_dictionaries(
-    {"name": st.just("Bash") | JSON},
-    optional={k: VALUE for k in ("description", "input_schema", "cache_control")},
-)
-ANTHROPIC_BODY = st.fixed_dictionaries(
-    {"model": st.just("m") | JSON, "messages": st.lists(MESSAGE, min_size=1, max_size=4)},
-    optional={"system": st.lists(BLOCK, max_size=3) | VALUE, "tools": st.lists(TOOL | JSON, max_size=3) | JSON,
-              "metadata": JSON | st.just({"user_id": "{"}), "stream": st.booleans() | JSON,
-              "max_tokens": VALUE},
-) | JSON  # fmt: skip
+MESSAGE = mostly(st.fixed_dictionaries(
+    {"role": mostly(st.sampled_from(["user", "assistant"])), "content": mostly(st.lists(BLOCK, min_size=1, max_size=4))}
+))  # fmt: skip
+TOOL = mostly(st.fixed_dictionaries({"name": mostly(st.just("Bash"))}, optional={k: mostly(GOOD[k]) for k in ("description", "input_schema", "cache_control")}))  # fmt: skip
+ANTHROPIC_BODY = mostly(st.fixed_dictionaries(
+    {"model": mostly(st.just("m")), "messages": mostly(st.lists(MESSAGE, min_size=1, max_size=4))},
+    optional={"system": mostly(st.lists(BLOCK, max_size=3)), "tools": mostly(st.lists(TOOL, max_size=3)),
+              "metadata": mostly(st.just({"user_id": "{"})), "stream": mostly(st.booleans()), "max_tokens": VALUE},
+))  # fmt: skip
 PART = obj(
-    st.sampled_from(["input_text", "output_text", "input_image"]) | JSON, ["text", "image_url", "annotations"]
+    st.sampled_from(["input_text", "output_text", "input_image"]), ["text", "image_url", "annotations"]
 )
-PARTS = st.lists(PART | JSON, max_size=3) | VALUE
+PARTS = mostly(st.lists(PART, max_size=3) | st.text(max_size=5))
 ITEM = st.one_of(
-    obj(st.just("message") | st.none(), ["id", "status"], role=st.sampled_from(["user", "assistant", "system", "developer"]), content=PARTS),
-    obj("function_call", ["call_id", "name", "id", "status"], arguments=st.just('{"a": 1}') | st.just("[[[")),
-    obj("custom_tool_call", ["call_id", "name", "input"]),
-    obj(st.sampled_from(["function_call_output", "custom_tool_call_output"]), ["call_id"], output=PARTS),
-    obj(st.sampled_from(["reasoning", "item_reference"]) | JSON, ["id", "summary", "encrypted_content"]),
-    JSON,
+    obj(st.just("message"), ["id", "status"], ("role",), role=st.sampled_from(["user", "assistant", "system", "developer"]), content=PARTS),
+    st.fixed_dictionaries({"role": mostly(st.sampled_from(["user", "assistant"])), "content": PARTS}),
+    obj("function_call", ["id", "status", "arguments"], ("call_id", "name")),
+    obj("custom_tool_call", ["input"], ("call_id", "name")),
+    obj(st.sampled_from(["function_call_output", "custom_tool_call_output"]), [], ("call_id",), output=PARTS),
+    obj(st.sampled_from(["reasoning", "item_reference"]), ["id", "summary", "encrypted_content"]),
 )  # fmt: skip
-RESPONSES_TOOL = (
-    obj(
-        st.sampled_from(["function", "custom", "web_search"]) | JSON,
-        ["name", "parameters", "description", "strict"],
-    )
-    | JSON
+RESPONSES_TOOL = obj(
+    st.sampled_from(["function", "custom", "web_search"]), ["parameters", "description", "strict"], ("name",)
 )
-RESPONSES_BODY = st.fixed_dictionaries(
-    {"model": st.just("m") | JSON, "input": st.lists(ITEM, min_size=1, max_size=5) | VALUE},
-    optional={"instructions": st.text(max_size=10) | JSON, "tools": st.lists(RESPONSES_TOOL, max_size=3) | JSON,
-              "stream": st.booleans() | JSON, "previous_response_id": st.none() | st.just("resp_1")},
-) | JSON  # fmt: skip
+RESPONSES_BODY = mostly(st.fixed_dictionaries(
+    {"model": mostly(st.just("m")), "input": mostly(st.lists(mostly(ITEM), min_size=1, max_size=5))},
+    optional={"instructions": mostly(st.text(max_size=10)), "tools": mostly(st.lists(mostly(RESPONSES_TOOL), max_size=3)),
+              "stream": mostly(st.booleans()), "previous_response_id": st.none() | st.just("resp_1")},
+))  # fmt: skip
 
 
 @dataclass
