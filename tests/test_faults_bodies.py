@@ -389,7 +389,7 @@ def mostly(good: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 # Values of the right kind for each key a block, item or tool may hold.
-GOOD = {
+RIGHT_KIND = {
     "text": st.text(max_size=8), "id": st.sampled_from(["t1", "t2"]), "tool_use_id": st.sampled_from(["t1", "t2"]),
     "name": st.sampled_from(["Bash", "recall_artifact"]), "input": st.dictionaries(st.text(max_size=4), JSON, max_size=2),
     "source": PLAUSIBLE, "cache_control": st.just({"type": "ephemeral"}), "is_error": st.booleans(),
@@ -408,7 +408,7 @@ def obj(
     """An object of type `kind` (a value or a strategy) with its `required` keys and some of
     `keys`, each mostly of the right kind; `special` keys get their own strategy."""
     kinds = kind if isinstance(kind, st.SearchStrategy) else st.just(kind)
-    values = {k: mostly(GOOD.get(k, PLAUSIBLE)) for k in (*keys, *required)} | {
+    values = {k: mostly(RIGHT_KIND.get(k, PLAUSIBLE)) for k in (*keys, *required)} | {
         k: mostly(v) for k, v in special.items()
     }
     fixed = {"type": mostly(kinds)} | {k: values[k] for k in required}
@@ -428,7 +428,7 @@ BLOCK = LEAF_BLOCK | obj(
 MESSAGE = mostly(st.fixed_dictionaries(
     {"role": mostly(st.sampled_from(["user", "assistant"])), "content": mostly(st.lists(BLOCK, min_size=1, max_size=4))}
 ))  # fmt: skip
-TOOL = mostly(st.fixed_dictionaries({"name": mostly(st.just("Bash"))}, optional={k: mostly(GOOD[k]) for k in ("description", "input_schema", "cache_control")}))  # fmt: skip
+TOOL = mostly(st.fixed_dictionaries({"name": mostly(st.just("Bash"))}, optional={k: mostly(RIGHT_KIND[k]) for k in ("description", "input_schema", "cache_control")}))  # fmt: skip
 ANTHROPIC_BODY = mostly(st.fixed_dictionaries(
     {"model": mostly(st.just("m")), "messages": mostly(st.lists(MESSAGE, min_size=1, max_size=4))},
     optional={"system": mostly(st.lists(BLOCK, max_size=3)), "tools": mostly(st.lists(TOOL, max_size=3)),
@@ -549,6 +549,18 @@ async def test_an_upstream_recall_nested_within_the_limit_is_answered_and_contin
     second = upstream.bodies("/messages")[-1]["messages"][-1]["content"][0]
     assert second["type"] == "tool_result" and "invalid recall_artifact arguments" in second["content"]
     await assert_still_serving(http, proxy.url, "/v1/messages")
+
+
+async def test_a_responses_recall_with_arguments_100k_deep_is_answered_and_continued(upstream, proxy, http):
+    call = {"type": "function_call", "id": "fc1", "call_id": "call_1", "name": "recall_artifact",
+            "arguments": '{"artifact_id": ' + nested(DEEP) + "}", "status": "completed"}  # fmt: skip
+    upstream.queue.append(Canned(json.dumps({**_ok_response(), "output": [call]}).encode()))
+    status, _, raw = await post(http, proxy.url, "/v1/responses", GOOD["/v1/responses"])
+    assert status == 200, raw[:300]
+    assert json.loads(raw)["output"][-1]["content"][0]["text"] == "ok"
+    answered = upstream.bodies("/responses")[-1]["input"][-1]
+    assert answered["type"] == "function_call_output" and "nested too deeply" in answered["output"]
+    await assert_still_serving(http, proxy.url, "/v1/responses")
 
 
 def streamed_recall(partial_json: str) -> list[bytes]:
