@@ -765,3 +765,20 @@ async def test_malformed_http_gets_a_json_400_and_one_log_line(
     logged = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(logged) == 1 and logged[0].exc_info is None and "\n" not in logged[0].getMessage()
     await assert_still_serving(http, proxy.url, "/v1/chat/completions")
+
+
+def test_a_malformed_tool_message_passed_through_keeps_the_hard_limit(tmp_path):
+    """Lenient mode passes a malformed message on untouched, but never past the hard limit."""
+    tp = TokenPilot(store=ArtifactStore(tmp_path / "store"))
+    msgs = [*tool_output_history(OUTPUT)[:2], {"role": "tool", "tool_call_id": 7, "content": OUTPUT}]
+    prepared = tp.prepare(msgs, None, session_id="s")
+    assert prepared.stats.malformed == 1
+    tool = prepared.messages[-1]
+    assert tool["tool_call_id"] == 7 and len(tool["content"]) <= HARD_LIMIT
+    aid = re.search(r"art_[0-9a-f]{24}", tool["content"]).group(0)
+    assert tp.recall(aid, session_id="s").text == OUTPUT
+    small = [*msgs[:2], {"role": "tool", "tool_call_id": 7, "content": "short"}]
+    assert (
+        TokenPilot(store=ArtifactStore(tmp_path / "other")).prepare(small, None, session_id="t").messages[-1]
+        == small[-1]
+    )
