@@ -713,6 +713,23 @@ def test_a_failed_ingestion_still_cuts_to_the_hard_limit_and_keeps_the_original(
     assert next(m for m in prepared.messages if m["role"] == "tool")["content"] == small
 
 
+async def test_a_failed_ingestion_over_http_still_sends_at_most_the_hard_limit(
+    upstream, proxy, http, monkeypatch
+):
+    _failing_pass(monkeypatch)
+    body = {"model": "m", "messages": tool_output_history(OUTPUT), "prompt_cache_key": "failing-pass"}
+    status, _, raw = await post(http, proxy.url, "/v1/chat/completions", body)
+    assert status == 200, raw[:300]
+    tool = next(m for m in upstream.bodies("/chat/completions")[-1]["messages"] if m["role"] == "tool")[
+        "content"
+    ]
+    assert len(tool) <= HARD_LIMIT
+    aid = re.search(r"art_[0-9a-f]{24}", tool).group(0)
+    async with http.get(f"{proxy.url}/tokenpilot/artifacts/{aid}", params={"session": "failing-pass"}) as r:
+        assert r.status == 200 and (await r.json())["text"] == OUTPUT
+    await assert_still_serving(http, proxy.url, "/v1/chat/completions")
+
+
 class _NoSpace(ArtifactStore):
     def put(self, session_id: str, data: Any) -> str:
         raise OSError(28, "No space left on device")
