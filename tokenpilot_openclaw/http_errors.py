@@ -42,7 +42,9 @@ class JsonErrorHandler(RequestHandler):
         from .proxy import internal_error, json_error  # proxy builds on this module's runner
 
         if status >= 500 and status != 504:
-            log.error("tokenpilot: internal error answering %s %s", request.method, request.path, exc_info=exc)
+            log.error(
+                "tokenpilot: internal error answering %s %s", request.method, request.path, exc_info=exc
+            )
         else:
             log.warning(
                 "tokenpilot: refused a malformed HTTP request from %s (%d): %s",
