@@ -94,7 +94,7 @@ def _json_strings(args: str) -> str:
     """The string values of tool-call arguments (not their keys: `oldText` is no reference)."""
     try:
         value = json.loads(args)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
         return args
     out: list[str] = []
     stack = [value]
@@ -222,7 +222,7 @@ def _written_path(name: str, args: str) -> str | None:
         return None
     try:
         parsed = json.loads(args)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         parsed = None
     if isinstance(parsed, Mapping):
         for key in _PATH_KEYS:

@@ -61,7 +61,7 @@ class ToolCallInfo:
     def parsed(self) -> Mapping[str, Any]:
         try:
             value = json.loads(self.arguments) if self.arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
             return {}
         return value if isinstance(value, Mapping) else {}
 
@@ -70,7 +70,7 @@ class ToolCallInfo:
         """Identity of a call for the loop guard: name plus canonical arguments."""
         try:
             args = canonical_json(json.loads(self.arguments)) if self.arguments.strip() else "{}"
-        except ValueError:
+        except (ValueError, RecursionError):  # unreadable: the text itself is the identity
             args = self.arguments
         return f"{self.name}:{sha256_hex(args)[:16]}"
 
@@ -339,6 +339,25 @@ def _recalled(
         what="recalled text too long for one message; ask for start_line/end_line or a pattern",
     )
     return _done_plain(msg, out, aid, ("hard_limit",), raw_chars, "recall")
+
+
+def hard_limited(msg: Mapping[str, Any], cfg: Config, put: Callable[[str], str]) -> Ingested:
+    """A message whose ingestion failed (a bug in a pass, a call it could not read): no
+    reduction, but a tool output still never passes `hard_limit_chars`. Over it, the
+    original is stored and the preview points at it, as for any cut (I3); the store's
+    `OSError` reaches the caller, which then cuts with no handle (`unstored_form`)."""
+    content = msg.get("content")
+    if msg.get("role") != "tool" or content is None:
+        return Ingested(dict(msg))
+    original = _original_text(content)
+    raw_chars = len(original)
+    if raw_chars <= cfg.hard_limit_chars:
+        return Ingested(dict(msg), None, (), raw_chars, raw_chars)
+    aid = put(original)
+    out = preview(
+        original, head=cfg.preview_head, tail=cfg.preview_tail, artifact_id=aid, what="output truncated"
+    )
+    return _done_plain(msg, out, aid, ("hard_limit",), raw_chars, "hard_limit")
 
 
 def _done_plain(

@@ -33,7 +33,7 @@ def _check_call(i: int, call: Any, seen: set[str], problems: list[str]) -> str |
     args = fn.get("arguments")
     try:
         parsed = json.loads(args) if isinstance(args, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         parsed = None
     if not isinstance(parsed, dict):
         problems.append(f"message {i}: tool call {cid!r} arguments are not a JSON object string")

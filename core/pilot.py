@@ -33,6 +33,7 @@ from .ingest import (
     IngestState,
     Pipeline,
     ToolCallInfo,
+    hard_limited,
     ingest_assistant,
     ingest_tool_result,
     ingest_user,
@@ -446,7 +447,7 @@ class TokenPilot:
                     raise
                 malformed += 1
                 warnings.append(str(exc))
-                s.entries.append(self._passthrough_entry(msg))
+                s.entries.append(self._capped(s, self._passthrough_entry(msg), stored, store_errors))
                 continue
             if cfg.recall_tool_from == "auto" and not s.recallable and msg.get("tool_calls"):
                 s.recallable = _bulky(msg["tool_calls"])  # known from the calls when the tool list is not
@@ -602,6 +603,24 @@ class TokenPilot:
             )
         return _Entry(None, None, None, None, "", None, msg, 0, 0)
 
+    def _capped(self, s: Session, entry: _Entry, stored: list[str], store_errors: list[OSError]) -> _Entry:
+        """A malformed tool message passed through: untouched, except that it never exceeds
+        the hard limit (cut with a recall handle; with no handle when the store refuses)."""
+        msg = entry.frozen
+        if not isinstance(msg, Mapping) or msg.get("role") != "tool":
+            return entry
+        refused: list[str] = []
+        try:
+            capped = hard_limited(msg, self.config, self._putter(s, stored, refused))
+        except OSError as exc:  # retried at the next call, as any unstored output
+            store_errors.append(exc)
+            capped = Ingested(unstored_form(msg, self.config.hard_limit_chars, store_reason(exc)))
+        except (TypeError, ValueError):  # content no JSON can hold: nothing to measure it by
+            return entry
+        entry.frozen, entry.artifact_id = capped.message, capped.artifact_id
+        entry.unstored = refused[0] if refused else None
+        return entry
+
     def _ingest(
         self, s: Session, msg: Mapping[str, Any], stored: list[str], store_errors: list[OSError]
     ) -> _Entry:
@@ -647,9 +666,15 @@ class TokenPilot:
                 store_errors.append(exc)
                 cut = unstored_form(msg, self.config.hard_limit_chars, store_reason(exc))
                 result = Ingested(cut)
-            else:  # never lose the agent's turn to a bug in a pass
-                log.warning("tokenpilot: ingestion failed for a %s message, kept as is: %s", role, exc)
-                result = Ingested(dict(msg))
+            else:  # never lose the agent's turn to a bug in a pass; the hard limit still holds
+                log.warning("tokenpilot: ingestion failed for a %s message, kept unreduced: %s", role, exc)
+                try:
+                    result = hard_limited(msg, self.config, put)
+                except OSError as store_exc:  # no original: cut with no handle, retried next call
+                    store_errors.append(store_exc)
+                    result = Ingested(
+                        unstored_form(msg, self.config.hard_limit_chars, store_reason(store_exc))
+                    )
         frozen = result.message
         tokens = _msg_tokens(frozen)
         return _Entry(

@@ -85,7 +85,7 @@ def parsed_args(raw: str) -> Mapping[str, Any]:
     """Tool-call arguments as a mapping; {} when they are empty, not JSON or not an object."""
     try:
         value = json.loads(raw) if raw.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
         return {}
     return value if isinstance(value, Mapping) else {}
 
@@ -94,7 +94,7 @@ def _stable_args(args: str) -> Any:
     """Arguments re-serialised canonically when they are JSON (whitespace-proof)."""
     try:
         return json.loads(args)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return args
 
 

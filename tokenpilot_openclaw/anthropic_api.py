@@ -18,6 +18,7 @@ from tokenpilot import Prepared
 
 from . import anthropic_wire, sse, wire
 from .apis import DEFERRED, RECALL_TOOL_NAME
+from .wire import MAX_UPSTREAM_JSON_DEPTH, loads_bounded
 
 DEFAULT_VERSION = "2023-06-01"
 FORWARD_HEADERS = ("anthropic-version", "anthropic-beta")
@@ -63,12 +64,18 @@ class AnthropicApi:
         return out
 
     def recall_calls(self, response: Mapping[str, Any]) -> list[tuple[str, str, str]] | None:
-        uses = [
-            b for b in response.get("content") or [] if isinstance(b, Mapping) and b.get("type") == "tool_use"
-        ]
+        """The turn's tool calls when one is a recall; None for any answer of another shape
+        (relayed to the client as it came: the proxy only continues turns it can read)."""
+        content = response.get("content")
+        if not isinstance(content, list) or not all(isinstance(b, Mapping) for b in content):
+            return None
+        uses = [b for b in content if b.get("type") == "tool_use"]
         if not any(b.get("name") == RECALL_TOOL_NAME for b in uses):
             return None
-        return [(b.get("id", ""), b.get("name", ""), json.dumps(b.get("input", {}))) for b in uses]
+        if not all(isinstance(b.get("id"), str) and isinstance(b.get("name"), str) for b in uses):
+            return None
+        # `input` was read within MAX_UPSTREAM_JSON_DEPTH (`wire.loads_bounded`): it writes back
+        return [(b["id"], b["name"], json.dumps(b.get("input", {}))) for b in uses]
 
     def continue_body(
         self, out: Mapping[str, Any], response: Mapping[str, Any], results: Mapping[str, str]
@@ -89,7 +96,7 @@ class AnthropicApi:
         return content[:cut]
 
     def merge(self, shown: list[Any], response: Mapping[str, Any]) -> dict[str, Any]:
-        return {**response, "content": [*shown, *(response.get("content") or [])]}
+        return {**response, "content": [*shown, *_as_list(response.get("content"))]}
 
     def relay(self) -> AnthropicRelay:
         return AnthropicRelay()
@@ -168,8 +175,8 @@ class AnthropicRelay:
             if i in self._json:
                 text = self._json.pop(i)
                 try:
-                    block["input"] = json.loads(text) if text.strip() else {}
-                except ValueError:
+                    block["input"] = loads_bounded(text, MAX_UPSTREAM_JSON_DEPTH) if text.strip() else {}
+                except ValueError:  # not JSON, or nested too deep to read (`wire.TooDeep`)
                     block["input"] = {"_unparsed": text}
             return
         delta = obj.get("delta") or {}
@@ -206,3 +213,8 @@ class AnthropicRelay:
 def _index(obj: Mapping[str, Any]) -> int:
     i = obj.get("index")
     return i if isinstance(i, int) else -1
+
+
+def _as_list(value: Any) -> list[Any]:
+    """An upstream answer's item list; anything else (it is the upstream's) as one item."""
+    return value if isinstance(value, list) else [] if value is None else [value]

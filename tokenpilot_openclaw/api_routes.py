@@ -10,6 +10,7 @@ Kept apart from `proxy.py`, which is the chat path and the proxy's state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -24,7 +25,7 @@ from tokenpilot.messages import tool_name
 from . import sse, wire
 from .anthropic_api import AnthropicApi
 from .apis import MAX_RECALL_ROUNDS, RECALL_TOOL_NAME, Api, RecallTurns, StreamRelay
-from .proxy import Proxy, _StreamBroken, _upstream_chunks, json_error
+from .proxy import Proxy, _StreamBroken, _upstream_chunks, internal_error_message, json_error
 from .responses_api import ResponsesApi
 from .sessions import SessionStats
 from .upstream import response_headers
@@ -172,8 +173,35 @@ class ApiRoutes:
         max_rounds: int,
     ) -> web.StreamResponse:
         """Relay a streamed answer event by event; a recall turn is answered and continued."""
-        headers = {**headers, "Accept": "text/event-stream"}
         relay = api.relay()
+        started: list[web.StreamResponse] = []  # the client's stream, once its head is sent
+        try:
+            return await self._stream_turns(
+                request, api, turns, out, headers, stats, max_rounds, relay, started
+            )
+        except Exception as exc:  # a proxy bug: a started stream still ends with an error event
+            if not started:
+                raise  # the middleware answers it as JSON
+            stats.errors += 1
+            log.error("tokenpilot: internal error during a %s stream", api.name, exc_info=exc)
+            with contextlib.suppress(ConnectionError):
+                await started[0].write(relay.error_event(internal_error_message(exc), "internal_error"))
+            return started[0]
+
+    async def _stream_turns(
+        self,
+        request: web.Request,
+        api: Api,
+        turns: RecallTurns,
+        out: dict[str, Any],
+        headers: dict[str, str],
+        stats: SessionStats,
+        max_rounds: int,
+        relay: StreamRelay,
+        started: list[web.StreamResponse],
+    ) -> web.StreamResponse:
+        """`_api_stream`'s turns; the client's stream goes into `started` once prepared."""
+        headers = {**headers, "Accept": "text/event-stream"}
         client: web.StreamResponse | None = None
         for rounds in range(max_rounds + 1):
             resp = await self.proxy._send(out, headers, stats, path=api.path)
@@ -199,6 +227,7 @@ class ApiRoutes:
                         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **extra}
                     )
                     await client.prepare(request)
+                    started.append(client)
                 if not await self._relay_turn(resp, client, relay, stats):
                     return client
             except ConnectionResetError:

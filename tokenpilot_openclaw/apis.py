@@ -12,7 +12,6 @@ next request's prefix is still the one the provider cached up to that turn.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -105,7 +104,7 @@ class RecallTurns:
         """The next request when this whole answer asks for recall, else None."""
         if whole.status != 200 or not isinstance(whole.body, bytes):
             return None
-        turn = json.loads(whole.body)
+        turn = wire.loads_bounded(whole.body, wire.MAX_UPSTREAM_JSON_DEPTH)  # read once already
         if not isinstance(turn, dict) or self.api.recall_calls(turn) is None:
             return None
         self.shown += self.api.visible(turn)
@@ -123,6 +122,9 @@ class RecallTurns:
         """The final whole answer, with what earlier turns showed put first."""
         if not self.shown or whole.status != 200 or not isinstance(whole.body, bytes):
             return whole
-        merged = self.api.merge(self.shown, json.loads(whole.body))
+        final = wire.loads_bounded(whole.body, wire.MAX_UPSTREAM_JSON_DEPTH)  # read once already
+        if not isinstance(final, dict):  # not an answer the proxy can add to: relayed as it came
+            return whole
+        merged = self.api.merge(self.shown, final)
         headers = {k: v for k, v in whole.headers.items() if k.lower() != "content-length"}
         return web.Response(status=200, body=wire.encode(merged), headers=headers)

@@ -135,6 +135,16 @@ def json_error(
     return web.json_response({"error": err}, status=status)
 
 
+def internal_error_message(exc: BaseException) -> str:
+    return f"internal error in the TokenPilot proxy ({type(exc).__name__}); its log has the details"
+
+
+def internal_error(exc: BaseException) -> web.Response:
+    """The answer to a bug of the proxy (never a client's fault: those are 400s): JSON naming
+    the error's type, so an agent SDK shows it, and never aiohttp's text/plain page."""
+    return json_error(500, internal_error_message(exc), type_="server_error", code="internal_error")
+
+
 _STATUS_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -468,6 +478,11 @@ class Proxy:
                 raise
             message = f"{request.method} {request.path}: {exc.reason}"
             return json_error(exc.status, message, type_=_STATUS_TYPES.get(exc.status, "error"))
+        except Exception as exc:  # a bug of the proxy: said as JSON, logged once with its traceback
+            log.error(
+                "tokenpilot: internal error answering %s %s", request.method, request.path, exc_info=exc
+            )
+            return internal_error(exc)
 
     # -- chat completions -------------------------------------------------------
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
@@ -683,7 +698,14 @@ class Proxy:
             stats.errors += 1
             return web.Response(status=resp.status, body=payload, headers=response_headers(resp))
         try:
-            obj = json.loads(payload)
+            obj = wire.loads_bounded(payload, wire.MAX_UPSTREAM_JSON_DEPTH)
+        except wire.TooDeep:
+            stats.errors += 1
+            msg = (
+                f"upstream answered 200 with JSON nested deeper than the proxy reads "
+                f"({wire.MAX_UPSTREAM_JSON_DEPTH} levels; {len(payload)} bytes)"
+            )
+            return json_error(502, msg, type_="upstream_error", code="upstream_bad_response")
         except ValueError:  # UnicodeDecodeError included
             stats.errors += 1
             msg = f"upstream answered 200 with a body that is not JSON ({len(payload)} bytes)"
@@ -715,6 +737,12 @@ class Proxy:
                 await self._relay_events(resp, client, stats, wants_usage)
             except ConnectionResetError:
                 log.info("tokenpilot: client went away during a stream")
+            except Exception as exc:  # a proxy bug mid-stream: the stream still ends with an error event
+                stats.errors += 1
+                log.error("tokenpilot: internal error during a chat stream", exc_info=exc)
+                with contextlib.suppress(ConnectionError):
+                    await client.write(sse.error_event(internal_error_message(exc), code="internal_error",
+                                                       type_="server_error"))  # fmt: skip
             return client
         finally:
             resp.release()

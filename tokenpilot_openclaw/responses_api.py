@@ -45,13 +45,18 @@ _SYSTEM = ("system", "developer")
 # Request translation
 # ---------------------------------------------------------------------------
 def check_body(body: Any) -> dict[str, Any]:
+    """The body as a dict, or `BadRequest` naming the first field OpenAI would refuse.
+
+    Every item and tool is checked here to the depth `to_core` reads it, so the
+    translation never meets a shape it cannot take (a tool that is a number).
+    """
     if not isinstance(body, dict):
         raise BadRequest(f"the request body must be a JSON object, got {_kind(body)}")
     inp = body.get("input")
     if inp is not None and not isinstance(inp, (str, list)):
         raise BadRequest(f"'input' must be a string or a list of items, got {_kind(inp)}", "input")
-    if isinstance(inp, list) and not all(isinstance(x, dict) for x in inp):
-        raise BadRequest("every 'input' item must be an object", "input")
+    for i, item in enumerate(inp if isinstance(inp, list) else []):
+        _check_item(item, f"input[{i}]")
     for name, types in (
         ("instructions", (str,)),
         ("prompt_cache_key", (str,)),
@@ -60,9 +65,52 @@ def check_body(body: Any) -> dict[str, Any]:
     ):
         if body.get(name) is not None and not isinstance(body[name], types):
             raise BadRequest(f"'{name}' must be {_kind(types[0]())}, got {_kind(body[name])}", name)
+    for j, t in enumerate(body.get("tools") or []):
+        if not isinstance(t, dict) or not isinstance(t.get("type"), str):
+            raise BadRequest(f"tools[{j}] must be an object with a string 'type', got {_kind(t)}", "tools")
+        if (t["type"] == "function" or "name" in t) and not isinstance(t.get("name"), str):
+            raise BadRequest(f"tools[{j}].name must be a string, got {_kind(t.get('name'))}", "tools")
     if body.get("stream") not in (None, True, False):
         raise BadRequest(f"'stream' must be a boolean, got {_kind(body['stream'])}", "stream")
     return body
+
+
+def _check_item(item: Any, where: str) -> None:
+    """One `input` item, as far as `to_core` reads it (other item kinds ride untouched)."""
+    if not isinstance(item, dict):
+        raise BadRequest(f"{where} must be an object, got {_kind(item)}", "input")
+    kind = item.get("type", "message")
+    if not isinstance(kind, str):
+        raise BadRequest(f"{where}.type must be a string, got {_kind(kind)}", "input")
+    if kind == "message":
+        _need_str(item, "role", where)
+        _check_parts(item.get("content"), f"{where}.content", none_ok=True)
+    elif kind in CALLS:
+        _need_str(item, "call_id", where)
+        _need_str(item, "name", where)
+        if kind == "function_call" and not isinstance(item.get("arguments", ""), str):
+            raise BadRequest(f"{where}.arguments must be a string, got {_kind(item['arguments'])}", "input")
+    elif kind in OUTPUTS:
+        _need_str(item, "call_id", where)
+        _check_parts(item.get("output", ""), f"{where}.output", none_ok=False)
+
+
+def _need_str(item: dict[str, Any], key: str, where: str) -> None:
+    if not isinstance(item.get(key), str):
+        raise BadRequest(f"{where}.{key} must be a string, got {_kind(item.get(key))}", "input")
+
+
+def _check_parts(content: Any, where: str, *, none_ok: bool) -> None:
+    """A string, or a list of parts (objects with a string 'type'); null where `none_ok`."""
+    if content is None and none_ok or isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise BadRequest(f"{where} must be a string or a list of parts, got {_kind(content)}", "input")
+    for k, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise BadRequest(
+                f"{where}[{k}] must be an object with a string 'type', got {_kind(part)}", "input"
+            )
 
 
 def _to_part(part: Any) -> Any:
@@ -247,10 +295,18 @@ class ResponsesApi:
         return base
 
     def recall_calls(self, response: Mapping[str, Any]) -> list[tuple[str, str, str]] | None:
-        calls = [x for x in response.get("output") or [] if isinstance(x, Mapping) and x.get("type") in CALLS]
+        """The turn's tool calls when one is a recall; None for any answer of another shape
+        (relayed to the client as it came: the proxy only continues turns it can read)."""
+        output = response.get("output")
+        if not isinstance(output, list) or not all(isinstance(x, Mapping) for x in output):
+            return None
+        calls = [x for x in output if x.get("type") in CALLS]
         if not any(c.get("type") == "function_call" and c.get("name") == RECALL_TOOL_NAME for c in calls):
             return None
-        return [(c.get("call_id", ""), c.get("name", ""), c.get("arguments", "")) for c in calls]
+        if not all(isinstance(c.get("call_id"), str) and isinstance(c.get("name"), str) for c in calls):
+            return None
+        args = [c.get("arguments", "") for c in calls]
+        return [(c["call_id"], c["name"], a if isinstance(a, str) else "") for c, a in zip(calls, args)]
 
     def continue_body(
         self, out: Mapping[str, Any], response: Mapping[str, Any], results: Mapping[str, str]
@@ -269,7 +325,7 @@ class ResponsesApi:
         return output[:cut]
 
     def merge(self, shown: list[Any], response: Mapping[str, Any]) -> dict[str, Any]:
-        return {**response, "output": [*shown, *(response.get("output") or [])]}
+        return {**response, "output": [*shown, *_as_list(response.get("output"))]}
 
     def relay(self) -> ResponsesRelay:
         return ResponsesRelay()
@@ -370,3 +426,8 @@ class ResponsesRelay:
     def error_event(self, message: str, code: str) -> bytes:
         obj = {"type": "error", "code": code, "message": message, "param": None, "sequence_number": self._seq}
         return _event(obj)
+
+
+def _as_list(value: Any) -> list[Any]:
+    """An upstream answer's item list; anything else (it is the upstream's) as one item."""
+    return value if isinstance(value, list) else [] if value is None else [value]

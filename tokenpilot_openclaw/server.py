@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from .http_errors import JsonErrorRunner
 from .proxy import MB, Proxy, ProxySettings, SetupError
 from .serve_options import add_serve_arguments
 from .upstream import redact_url
@@ -117,7 +118,7 @@ class RunningProxy:
 
     async def start(self) -> RunningProxy:
         self.proxy.resolve_secrets()  # fail before binding when a secret is missing
-        self._runner = web.AppRunner(
+        self._runner = JsonErrorRunner(
             self.proxy.app(), access_log=None, shutdown_timeout=self.shutdown_timeout_s
         )
         await self._runner.setup()

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .wire import MAX_UPSTREAM_JSON_DEPTH, loads_bounded
+
 DONE = "[DONE]"
 _FINISH_RE = re.compile(rb'"finish_reason"\s*:\s*"')
 
@@ -49,9 +51,10 @@ def event_data(event: bytes) -> str | None:
 
 
 def parse_chunk(data: str) -> dict[str, Any] | None:
-    """A chat.completion.chunk object, or None when the payload is not a JSON object."""
+    """A chat.completion.chunk object, or None when the payload is not a JSON object (or
+    nests too deeply to read: such an event is relayed as it came, never parsed)."""
     try:
-        obj = json.loads(data)
+        obj = loads_bounded(data, MAX_UPSTREAM_JSON_DEPTH)
     except ValueError:
         return None
     return obj if isinstance(obj, dict) else None

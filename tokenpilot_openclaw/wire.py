@@ -22,6 +22,10 @@ PER_CALL_MARKERS = ("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>",)
 # Deepest `[`/`{` nesting accepted. Chat requests nest a dozen levels (tool schemas);
 # json.loads recurses once per level, so a hostile body must be stopped before it.
 MAX_JSON_DEPTH = 128
+# Deepest nesting read from the upstream (answers, stream events, tool-call input the
+# model streamed). Looser than a client's: a model may nest its tool input, but not
+# beyond what Python can read, re-serialise and hand to the core with stack to spare.
+MAX_UPSTREAM_JSON_DEPTH = 512
 
 # After escapes are gone: a JSON string, or an unterminated one running to the end.
 _JSON_STRING = re.compile(rb'"[^"]*(?:"|\Z)')
@@ -70,6 +74,23 @@ def parse_body(raw: bytes) -> Any:
         raise BadRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
     except RecursionError as exc:  # the pre-check is the guard; this is its backstop
         raise too_deep from exc
+
+
+class TooDeep(ValueError):
+    """JSON nested deeper than a limit: refused before `json.loads` recurses into it."""
+
+
+def loads_bounded(raw: bytes | str, limit: int) -> Any:
+    """JSON from outside the proxy, as a value; `ValueError` when it is not JSON or nests
+    deeper than `limit` (`TooDeep`). `RecursionError` never escapes: the depth is checked
+    first, iteratively, and a recursion that still happens counts as too deep."""
+    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
+    if json_depth_exceeds(data, limit):
+        raise TooDeep(f"JSON nested deeper than {limit} levels")
+    try:
+        return json.loads(raw)
+    except RecursionError as exc:
+        raise TooDeep(f"JSON nested too deeply to read ({exc})") from exc
 
 
 def json_depth_exceeds(raw: bytes, limit: int) -> bool:
