@@ -292,6 +292,20 @@ async def test_junk_anthropic_bodies_get_a_400_naming_the_field(
     await assert_still_serving(http, proxy.url, path)
 
 
+async def test_a_system_message_inside_the_conversation_is_forwarded(upstream, proxy, http):
+    """Claude Code sends `role: system` messages mid-conversation; Anthropic takes them."""
+    body = messages_body(
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": "a note from the client"},
+            {"role": "user", "content": "still there?"},
+        ]
+    )
+    status, ctype, raw = await post(http, proxy.url, "/v1/messages", body)
+    assert status == 200 and ctype.startswith("application/json"), raw[:500]
+    assert upstream.received  # forwarded, not refused
+
+
 @pytest.mark.parametrize(
     ("extra", "param", "names"),
     [

@@ -59,10 +59,10 @@ def check_body(body: Any) -> dict[str, Any]:
         where = f"messages[{i}]"
         if not isinstance(m, dict):
             raise BadRequest(f"{where} must be an object, got {_kind(m)}", "messages")
-        if m.get("role") not in ROLES:
-            raise BadRequest(
-                f"{where}.role must be 'user' or 'assistant', got {_shown(m.get('role'))}", "messages"
-            )
+        if not isinstance(m.get("role"), str):
+            # any string: Claude Code sends `system` messages mid-conversation, and Anthropic
+            # takes them; the upstream judges the roles it knows
+            raise BadRequest(f"{where}.role must be a string, got {_shown(m.get('role'))}", "messages")
         content = m.get("content")
         if not isinstance(content, (str, list)):
             raise BadRequest(
@@ -95,7 +95,6 @@ def check_body(body: Any) -> dict[str, Any]:
     return body
 
 
-ROLES = ("user", "assistant")
 # Keys a block must hold as strings, by block type (what the translation reads of it).
 _STRING_KEYS: dict[str, tuple[str, ...]] = {
     "text": ("text",),
