@@ -76,6 +76,8 @@ class ProxySettings:
     flush_interval_s: float = 30.0
     store_url: str | None = None  # redis://...: originals and state shared by replicas
     prune_interval_s: float = 600.0  # how often the store is brought under its size limit (0: never)
+    workers: int = 1  # processes serving one port (`serve --workers`); > 1 shares the disk store
+    reuse_port: bool = False  # bind with SO_REUSEPORT (each worker binds the port itself)
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -86,6 +88,13 @@ class ProxySettings:
             )
         if self.max_body_bytes <= 0:
             raise ValueError("the request size limit must be positive")
+        if self.workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {self.workers}")
+        if self.workers > 1 and self.store_url is None and self.state_dir is None:
+            raise ValueError(
+                "--workers > 1 with --no-state would give each worker its own sessions: "
+                "keep the state folder (shared by the workers) or give --store"
+            )
 
 
 class SetupError(RuntimeError):
@@ -102,6 +111,24 @@ def _secret_from_env(var: str, what: str) -> str | None:
             "set it to the bare value on one line"
         )
     return value
+
+
+def read_secrets(settings: ProxySettings) -> tuple[str | None, str | None]:
+    """(upstream API key, the proxy's own bearer token) from the environment; `SetupError`
+    when they contradict the settings. Also run by `serve --workers`' parent, so a
+    missing secret is said once, before any worker starts."""
+    key = _secret_from_env(settings.upstream_key_env, "the upstream API key")
+    if key and split_credentials(settings.upstream)[1]:
+        raise SetupError(
+            f"the upstream URL carries a user and password and {settings.upstream_key_env} holds an API "
+            "key: choose one (remove the credentials from --upstream, or unset the variable)"
+        )
+    token = None
+    if settings.auth_token_env:
+        token = _secret_from_env(settings.auth_token_env, "the proxy's bearer token")
+        if not token:
+            raise SetupError(f"--auth-token-env names {settings.auth_token_env}, which is not set or empty")
+    return key, token
 
 
 # ---------------------------------------------------------------------------
@@ -163,17 +190,8 @@ class Proxy:
     # -- lifecycle --------------------------------------------------------------
     def resolve_secrets(self) -> None:
         """Read the upstream key and the proxy's own token from the environment (never logged)."""
-        s = self.settings
-        self.upstream.api_key = _secret_from_env(s.upstream_key_env, "the upstream API key")
-        if self.upstream.api_key and self.upstream.basic_auth:
-            raise SetupError(
-                f"the upstream URL carries a user and password and {s.upstream_key_env} holds an API "
-                "key: choose one (remove the credentials from --upstream, or unset the variable)"
-            )
-        if s.auth_token_env:
-            token = _secret_from_env(s.auth_token_env, "the proxy's bearer token")
-            if not token:
-                raise SetupError(f"--auth-token-env names {s.auth_token_env}, which is not set or empty")
+        self.upstream.api_key, token = read_secrets(self.settings)
+        if token:
             self._auth_token = token
 
     async def start(self) -> None:
@@ -668,13 +686,42 @@ class Proxy:
 
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response(
-            {"status": "ok", "sessions": len(self.stats), "uptime_s": round(time.time() - self._started, 1)}
+            {
+                "status": "ok",
+                "sessions": len(self.stats),
+                "uptime_s": round(time.time() - self._started, 1),
+                "pid": os.getpid(),  # which worker of `serve --workers` answered
+            }
         )
 
+    def fleet_stats(self) -> dict[str, SessionStats]:
+        """Every session's stats: with a shared store (Redis, or the disk store of
+        `--workers`), all the store holds, whichever replica or worker served it, plus
+        what this process counted since it last wrote; else this process's own."""
+        if self.state is None or not self.state.shared:
+            return dict(self.stats)
+        out: dict[str, SessionStats] = {}
+        try:
+            for _version, data in self.state.load_states():
+                sid = data.get("id")
+                if not isinstance(sid, str):
+                    continue
+                try:
+                    stored = SessionStats.from_dict(data.get("stats") or {})
+                except (TypeError, ValueError):
+                    continue
+                out[sid] = merge_stats(stored, self.stats.get(sid), self._stats_base.get(sid))
+        except OSError as exc:  # the store is down: what this process holds, said once
+            self._note_store_down(exc)
+        for sid, st in self.stats.items():  # not written yet (or the store failed)
+            out.setdefault(sid, st)
+        return out
+
     async def stats_view(self, request: web.Request) -> web.Response:
-        sessions = {sid: st.to_dict() for sid, st in sorted(self.stats.items())}
+        fleet = await asyncio.to_thread(self.fleet_stats)
+        sessions = {sid: st.to_dict() for sid, st in sorted(fleet.items())}
         totals = SessionStats()
-        for st in self.stats.values():
+        for st in fleet.values():
             for name in (*COUNTERS, "prefix_breaks"):
                 setattr(totals, name, getattr(totals, name) + getattr(st, name))
         tot = {
@@ -818,7 +865,10 @@ def _stores(
     pilot = pilot or TokenPilot(config, store=ArtifactStore(Path(settings.store_dir).expanduser()))
     if isinstance(pilot.store, Store) and pilot.store.shared:
         return pilot, pilot.store
-    return pilot, (DiskStore(pilot.store, settings.state_dir) if settings.state_dir else None)
+    if settings.state_dir is None:
+        return pilot, None
+    # several workers on one folder: file locks and stored versions, as replicas on Redis
+    return pilot, DiskStore(pilot.store, settings.state_dir, shared=settings.workers > 1)
 
 
 def _foreign_derived(sid: str, headers: Mapping[str, str]) -> web.Response | None:
