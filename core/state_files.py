@@ -53,12 +53,9 @@ class StateFiles:
         """The session's stored version (a small file beside its state, written after it):
         0 when it has no state, 1 for a state written without one (one process, before)."""
         p = self.file_for(session_id)
-        try:
-            return int(p.with_suffix(".ver").read_text(encoding="ascii"))
-        except FileNotFoundError:
-            return 1 if p.exists() else 0
-        except (OSError, ValueError):  # torn by hand: the state itself is what counts
-            return 1
+        if not p.exists() and not p.with_suffix(".ver").exists():
+            return 0
+        return self._version_at(p)
 
     def save_version(self, session_id: str, version: int) -> None:
         self._replace(self.file_for(session_id).with_suffix(".ver"), str(int(version)))
@@ -89,10 +86,10 @@ class StateFiles:
 
     @staticmethod
     def _version_at(p: Path) -> int:
+        """The version beside state file `p`; 1 when missing (written by one process, before)
+        or unreadable (torn by hand: the state itself is what counts)."""
         try:
             return int(p.with_suffix(".ver").read_text(encoding="ascii"))
-        except FileNotFoundError:
-            return 1
         except (OSError, ValueError):
             return 1
 
