@@ -9,7 +9,7 @@ then through the proxy (new sessions: full ingestion), then through the proxy ag
 latency to the end of the stream (and to the first byte), p50/p99, as a ratio to
 the direct calls.
 
-    .venv/bin/python benchmarks/bench_proxy.py [--requests 200] [--chunk-delay 0.01]
+    .venv/bin/python benchmarks/bench_proxy.py [--requests 200] [--chunk-delay 0.01] [--workers 2]
 """
 
 from __future__ import annotations
@@ -147,6 +147,21 @@ async def wait_ready(url: str, deadline_s: float = 60) -> None:
             await asyncio.sleep(0.1)
 
 
+async def wait_workers(url: str, workers: int, deadline_s: float = 60) -> None:
+    """Until `workers` distinct processes have answered `url` (each asked on a fresh connection)."""
+    await wait_ready(url, deadline_s)
+    t_end = time.monotonic() + deadline_s
+    pids: set[int] = set()
+    conn = aiohttp.TCPConnector(force_close=True)
+    async with aiohttp.ClientSession(connector=conn) as http:
+        while len(pids) < workers:
+            async with http.get(url) as r:
+                pids.add((await r.json()).get("pid", 0))
+            if time.monotonic() > t_end:
+                raise RuntimeError(f"{url}: only {len(pids)} of {workers} workers answered")
+            await asyncio.sleep(0.01)
+
+
 async def main_async(args: argparse.Namespace) -> int:
     messages, tools = base_messages()
     env = {
@@ -196,6 +211,8 @@ async def main_async(args: argparse.Namespace) -> int:
                 "0",
                 "--log-level",
                 "WARNING",
+                "--workers",
+                str(args.workers),
             ],
             env=env,
             stdout=subprocess.DEVNULL,
@@ -203,7 +220,7 @@ async def main_async(args: argparse.Namespace) -> int:
     )
     try:
         await wait_ready(f"{upstream}/models")
-        await wait_ready(f"http://127.0.0.1:{px_port}/health")
+        await wait_workers(f"http://127.0.0.1:{px_port}/health", args.workers)
         direct_url = f"{upstream}/chat/completions"
         proxy_url = f"http://127.0.0.1:{px_port}/v1/chat/completions"
         n = args.requests
@@ -235,7 +252,7 @@ async def main_async(args: argparse.Namespace) -> int:
 
     size = len(request_body(0, 0, messages, tools))
     print(
-        f"\n{n} concurrent streaming requests per round, {size / 1024:.0f} KB bodies, reply {len(text)} chars in ~{len(text) // 16} events, {args.chunk_delay * 1000:.0f} ms apart\n"
+        f"\n`tokenpilot serve --workers {args.workers}`; {n} concurrent streaming requests per round, {size / 1024:.0f} KB bodies, reply {len(text)} chars in ~{len(text) // 16} events, {args.chunk_delay * 1000:.0f} ms apart\n"
     )
     head = f"{'round':<28}{'ok':>5}{'errors':>8}{'p50 ms':>9}{'p99 ms':>9}{'p50 x':>8}{'p99 x':>8}{'TTFB p50':>10}{'TTFB p99':>10}{'wall s':>8}"
     print(head)
@@ -270,6 +287,7 @@ def main() -> int:
         "--chunk-delay", type=float, default=0.01, help="seconds between the fake model's stream events"
     )
     p.add_argument("--reply-chars", type=int, default=320, help="length of the fake model's reply")
+    p.add_argument("--workers", type=int, default=1, help="tokenpilot serve --workers N (default 1)")
     return asyncio.run(main_async(p.parse_args()))
 
 

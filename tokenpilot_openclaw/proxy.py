@@ -87,6 +87,8 @@ class ProxySettings:
     store_lock_ttl_s: float = 5.0  # a session lock outlives a replica that stopped renewing it by this
     store_lock_wait_s: float = 30.0  # how long a call waits for a lock another replica holds and renews
     store_timeout_s: float = 1.0  # a Redis command unanswered this long: Redis is skipped until it answers
+    workers: int = 1  # processes serving one port (`serve --workers`); > 1 shares the disk store
+    reuse_port: bool = False  # bind with SO_REUSEPORT (each worker binds the port itself)
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -104,6 +106,13 @@ class ProxySettings:
         ):
             if not least <= value < float("inf"):
                 raise ValueError(f"{name} must be a number of seconds {'>= 0' if least == 0 else '> 0'}")
+        if self.workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {self.workers}")
+        if self.workers > 1 and self.store_url is None and self.state_dir is None:
+            raise ValueError(
+                "--workers > 1 with --no-state would give each worker its own sessions: "
+                "keep the state folder (shared by the workers) or give --store"
+            )
 
 
 class SetupError(RuntimeError):
@@ -120,6 +129,48 @@ def _secret_from_env(var: str, what: str) -> str | None:
             "set it to the bare value on one line"
         )
     return value
+
+
+def read_secrets(settings: ProxySettings) -> tuple[str | None, str | None, str | None]:
+    """(upstream API key, Basic auth from `--upstream-password-env` or None, the proxy's own
+    bearer token) from the environment; `SetupError` when they contradict the settings.
+    Also run by `serve --workers`' parent, so a missing secret is said once, before any
+    worker starts."""
+    key = _secret_from_env(settings.upstream_key_env, "the upstream API key")
+    basic = None
+    if settings.upstream_password_env:
+        basic = _basic_auth_from_env(settings.upstream, settings.upstream_password_env)
+    if key and (basic is not None or split_credentials(settings.upstream)[1]):
+        where = (
+            f"{settings.upstream_password_env} holds"
+            if settings.upstream_password_env
+            else "the upstream URL carries"
+        )
+        raise SetupError(
+            f"{where} a password for the upstream and {settings.upstream_key_env} holds an API key: "
+            f"choose one (unset {settings.upstream_key_env}, or drop the password)"
+        )
+    token = None
+    if settings.auth_token_env:
+        token = _secret_from_env(settings.auth_token_env, "the proxy's bearer token")
+        if not token:
+            raise SetupError(f"--auth-token-env names {settings.auth_token_env}, which is not set or empty")
+    return key, basic, token
+
+
+def _basic_auth_from_env(upstream: str, var: str) -> str:
+    """Basic auth for the URL's user (or none) and the password in `$var`, so the password
+    is kept out of the process list, where `--upstream http://user:pass@...` shows it."""
+    user, has_password = url_user(upstream)
+    if has_password:
+        raise SetupError(
+            f"--upstream-password-env names {var}, but the --upstream URL carries a password "
+            "too: remove it from the URL (keep the user: http://user@host/v1)"
+        )
+    password = _secret_from_env(var, "the upstream password")
+    if not password:
+        raise SetupError(f"--upstream-password-env names {var}, which is not set or empty")
+    return basic_auth(user, password)
 
 
 # ---------------------------------------------------------------------------
@@ -197,37 +248,11 @@ class Proxy:
     # -- lifecycle --------------------------------------------------------------
     def resolve_secrets(self) -> None:
         """Read the upstream key and the proxy's own token from the environment (never logged)."""
-        s = self.settings
-        self.upstream.api_key = _secret_from_env(s.upstream_key_env, "the upstream API key")
-        if s.upstream_password_env:
-            self.upstream.basic_auth = self._basic_auth_from_env(s.upstream_password_env)
-        if self.upstream.api_key and self.upstream.basic_auth:
-            where = (
-                f"{s.upstream_password_env} holds" if s.upstream_password_env else "the upstream URL carries"
-            )
-            raise SetupError(
-                f"{where} a password for the upstream and {s.upstream_key_env} holds an API key: "
-                f"choose one (unset {s.upstream_key_env}, or drop the password)"
-            )
-        if s.auth_token_env:
-            token = _secret_from_env(s.auth_token_env, "the proxy's bearer token")
-            if not token:
-                raise SetupError(f"--auth-token-env names {s.auth_token_env}, which is not set or empty")
+        self.upstream.api_key, basic, token = read_secrets(self.settings)
+        if basic is not None:
+            self.upstream.basic_auth = basic
+        if token:
             self._auth_token = token
-
-    def _basic_auth_from_env(self, var: str) -> str:
-        """Basic auth for the URL's user (or none) and the password in `$var`, so the password
-        is kept out of the process list, where `--upstream http://user:pass@...` shows it."""
-        user, has_password = url_user(self.settings.upstream)
-        if has_password:
-            raise SetupError(
-                f"--upstream-password-env names {var}, but the --upstream URL carries a password "
-                "too: remove it from the URL (keep the user: http://user@host/v1)"
-            )
-        password = _secret_from_env(var, "the upstream password")
-        if not password:
-            raise SetupError(f"--upstream-password-env names {var}, which is not set or empty")
-        return basic_auth(user, password)
 
     async def start(self) -> None:
         self.resolve_secrets()
@@ -803,16 +828,45 @@ class Proxy:
 
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response(
-            {"status": "ok", "sessions": len(self.stats), "uptime_s": round(time.time() - self._started, 1)}
+            {
+                "status": "ok",
+                "sessions": len(self.stats),
+                "uptime_s": round(time.time() - self._started, 1),
+                "pid": os.getpid(),  # which worker of `serve --workers` answered
+            }
         )
+
+    def fleet_stats(self) -> dict[str, SessionStats]:
+        """Every session's stats: with a shared store (Redis, or the disk store of
+        `--workers`), all the store holds, whichever replica or worker served it, plus
+        what this process counted since it last wrote; else this process's own."""
+        if self.state is None or not self.state.shared:
+            return dict(self.stats)
+        out: dict[str, SessionStats] = {}
+        try:
+            for _version, data in self.state.load_states():
+                sid = data.get("id")
+                if not isinstance(sid, str):
+                    continue
+                try:
+                    stored = SessionStats.from_dict(data.get("stats") or {})
+                except (TypeError, ValueError):
+                    continue
+                out[sid] = merge_stats(stored, self.stats.get(sid), self._stats_base.get(sid))
+        except OSError as exc:  # the store is down: what this process holds, said once
+            self._note_store_down(exc)
+        for sid, st in self.stats.items():  # not written yet (or the store failed)
+            out.setdefault(sid, st)
+        return out
 
     async def stats_view(self, request: web.Request) -> web.Response:
         """Usage totals and a summary; the per-session stats, keyed by session id, only
         behind `--auth-token-env` or with `--list-sessions`: a session's id is all a recall
         needs, so listing ids to any local caller would hand out every session's originals."""
-        sessions = {sid: st.to_dict() for sid, st in sorted(self.stats.items())}
+        fleet = await asyncio.to_thread(self.fleet_stats)
+        sessions = {sid: st.to_dict() for sid, st in sorted(fleet.items())}
         totals = SessionStats()
-        for st in self.stats.values():
+        for st in fleet.values():
             for name in (*COUNTERS, "prefix_breaks"):
                 setattr(totals, name, getattr(totals, name) + getattr(st, name))
         tot = {
@@ -968,7 +1022,10 @@ def _stores(
     pilot = pilot or TokenPilot(config, store=ArtifactStore(Path(settings.store_dir).expanduser()))
     if isinstance(pilot.store, Store) and pilot.store.shared:
         return pilot, pilot.store
-    return pilot, (DiskStore(pilot.store, settings.state_dir) if settings.state_dir else None)
+    if settings.state_dir is None:
+        return pilot, None
+    # several workers on one folder: file locks and stored versions, as replicas on Redis
+    return pilot, DiskStore(pilot.store, settings.state_dir, shared=settings.workers > 1)
 
 
 def _foreign_derived(sid: str, headers: Mapping[str, str]) -> web.Response | None:

@@ -104,6 +104,15 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "skip Redis and serve from memory until a background probe sees it answer (default 1)",
     )
     p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="serve with N processes on one port (SO_REUSEPORT; a parent restarts a dead worker and "
+        "stops all on SIGTERM/SIGINT). They share the store and the session locks: the state folder "
+        "(file locks) or --store (default 1)",
+    )
+    p.add_argument(
         "--max-body-mb", type=float, default=32.0, help="largest accepted request body (default 32 MB)"
     )
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect to the upstream")

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from aiohttp import web
@@ -49,6 +49,7 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
         store_lock_ttl_s=args.lock_ttl,
         store_lock_wait_s=args.lock_wait,
         store_timeout_s=args.store_timeout,
+        workers=getattr(args, "workers", 1),
     )
 
 
@@ -73,6 +74,10 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         configure_logging(getattr(args, "log_level", "INFO"), getattr(args, "log_file", None))
         settings = settings_from_args(args)
+        if settings.workers > 1:
+            from .workers import run_workers
+
+            return run_workers(settings)
         asyncio.run(serve(settings))
     except (SetupError, ValueError) as exc:
         print(f"tokenpilot serve: {exc}", file=sys.stderr)
@@ -92,14 +97,19 @@ def main_serve(argv: Sequence[str] | None = None) -> int:
     return run_from_args(parser.parse_args(argv))
 
 
-async def serve(settings: ProxySettings) -> None:
-    """Run until SIGINT or SIGTERM; in-flight requests finish, then state is saved."""
+async def serve(settings: ProxySettings, *, on_ready: Callable[[str], None] | None = None) -> None:
+    """Run until SIGINT or SIGTERM; in-flight requests finish, then state is saved.
+
+    `on_ready(url)` replaces the "serving" line (a worker of `--workers` tells its parent)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with RunningProxy(settings) as running:
-        print(f"tokenpilot: serving {running.url} -> {redact_url(settings.upstream)}", flush=True)
+        if on_ready is None:
+            print(f"tokenpilot: serving {running.url} -> {redact_url(settings.upstream)}", flush=True)
+        else:
+            on_ready(running.url)
         await stop.wait()
         log.info("tokenpilot: shutting down, saving session state")
 
@@ -122,7 +132,9 @@ class RunningProxy:
             self.proxy.app(), access_log=None, shutdown_timeout=self.shutdown_timeout_s
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.settings.host, self.settings.port)
+        site = web.TCPSite(
+            self._runner, self.settings.host, self.settings.port, reuse_port=self.settings.reuse_port or None
+        )
         try:
             await site.start()
         except OSError:
