@@ -12,6 +12,7 @@ worker is started again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -232,6 +233,38 @@ async def test_one_session_spread_over_two_workers_sends_the_bytes_of_one_proces
     finally:
         await serve.kill()
         await upstream.close()
+
+
+async def test_workers_of_a_supervisor_killed_with_sigkill_stop_too(tmp_path):
+    """No orphan keeps serving the port: each worker follows its parent out (saving first)."""
+    upstream = FakeUpstream()
+    await upstream.start()
+    serve = Workers(upstream.url, tmp_path)
+    pids: set[int] = set()
+    try:
+        async with aiohttp.ClientSession() as http:
+            await serve.start(http)
+        pids = set(await workers_seen(serve.url))
+        assert len(pids) == 2, pids
+        await serve.kill()  # SIGKILL to the supervisor alone
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert not [pid for pid in pids if _alive(pid)]
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        await upstream.close()
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its new parent to reap it counts as gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
 
 
 async def test_a_killed_worker_is_started_again_and_the_session_goes_on(tmp_path):

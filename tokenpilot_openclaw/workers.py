@@ -17,6 +17,7 @@ its requests and saves its sessions, then exits when they have.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import select
@@ -90,6 +91,7 @@ class Supervisor:
         self.stopping: int | None = None  # the signal being forwarded
         self.deadline = 0.0
         self.failed = False
+        self.parent_pid = os.getpid()  # the workers follow this process out (_stop_with_parent)
         self._ready_r, self._ready_w = os.pipe()
         os.set_blocking(self._ready_r, False)
 
@@ -161,6 +163,8 @@ class Supervisor:
     def _worker_main(self, index: int) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.SIG_DFL)  # until the worker's event loop takes them
+        if not _stop_with_parent(self.parent_pid):
+            return 0  # the parent died before this worker could ask to follow it
         os.close(self._ready_r)
         self.reserved.close()
         fmt = f"%(asctime)s %(levelname)s [worker {index}] %(message)s"
@@ -232,3 +236,19 @@ def _exit_text(status: int) -> str:
     if code < 0:
         return f"was killed by {signal.Signals(-code).name}"
     return f"exited with code {code}"
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _stop_with_parent(parent_pid: int) -> bool:
+    """Ask the kernel to send this worker SIGTERM when its parent dies (Linux), so a
+    supervisor killed with SIGKILL leaves no worker serving the port on its own; the
+    worker then saves its sessions and exits as on any SIGTERM. False when the parent
+    is already gone."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    return os.getppid() == parent_pid
