@@ -162,12 +162,12 @@ async def main_async(args: argparse.Namespace) -> int:
     print(
         f"\nsession B, {args.calls} chat calls in a row (proxy args: {' '.join(args.proxy_arg) or 'defaults'})"
     )
-    print(f"| {'round':<24} | p50 ms | p99 ms | max ms | recalls answered | recalls refused (503) |")
-    print(f"|{'-' * 26}|-------:|-------:|-------:|-----------------:|----------------------:|")
+    print(f"| {'round':<24} |   p50 ms |   p99 ms |   max ms | recalls answered | recalls refused (503) |")
+    print(f"|{'-' * 26}|---------:|---------:|---------:|-----------------:|----------------------:|")
     for rnd in rounds:
         ok, busy = rnd.recalls.get("200", 0), rnd.recalls.get("503", 0)
         print(
-            f"| {rnd.name:<24} | {rnd.pct(0.5):6.1f} | {rnd.pct(0.99):6.1f} | {max(rnd.latencies) * 1000:6.1f} "
+            f"| {rnd.name:<24} | {rnd.pct(0.5):8.1f} | {rnd.pct(0.99):8.1f} | {max(rnd.latencies) * 1000:8.1f} "
             f"| {ok:16d} | {busy:21d} |"
         )
     quiet, flood = rounds

@@ -427,6 +427,9 @@ class Proxy:
                 )
         try:
             if request.body_exists:  # read here, so a stalled body never holds a handler
+                limit = self.settings.max_body_bytes
+                if request.content_length is not None and request.content_length > limit:
+                    raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
                 try:
                     await read_body(request, self.settings.client_timeout_s)
                 except asyncio.TimeoutError:
