@@ -229,6 +229,16 @@ async def test_a_cancelled_recall_holds_its_slot_until_its_thread_is_done():
         pool.close()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+async def test_recall_threads_run_at_a_lower_cpu_priority():
+    pool = BoundedPool("recall", workers=1, queue=0)
+    try:
+        nice = await pool.run(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+    finally:
+        pool.close()
+    assert nice > os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
 # ---------------------------------------------------------------------------
 # 7. Client read timeout
 # ---------------------------------------------------------------------------

@@ -16,7 +16,10 @@ a thread to parse and prepare it (issue #23). Now:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,6 +41,19 @@ class PoolBusy(RuntimeError):
         self.retry_after_s = retry_after_s
 
 
+RECALL_NICE = 10  # how much lower than the chat path's threads the CPU schedules recalls
+
+
+def _lower_priority() -> None:
+    """Run this worker thread at a lower CPU priority (Linux, where the nice value is per
+    thread): when recalls and the chat path compete for the cores, the chat path wins.
+    RE2 releases the GIL while it searches, so the GIL is rarely held by a recall."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + RECALL_NICE)
+
+
 @dataclass
 class BoundedPool:
     """A thread pool that holds at most `workers + queue` jobs, running or waiting.
@@ -57,7 +73,9 @@ class BoundedPool:
     def __post_init__(self) -> None:
         if self.workers < 1 or self.queue < 0:
             raise ValueError(f"{self.name} pool: workers must be >= 1 and the queue >= 0")
-        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=f"tokenpilot-{self.name}")
+        self._pool = ThreadPoolExecutor(
+            self.workers, thread_name_prefix=f"tokenpilot-{self.name}", initializer=_lower_priority
+        )
 
     @property
     def pending(self) -> int:
