@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +26,7 @@ from tokenpilot.messages import tool_name
 from . import sse, wire
 from .anthropic_api import AnthropicApi
 from .apis import MAX_RECALL_ROUNDS, RECALL_TOOL_NAME, Api, RecallTurns, StreamRelay
+from .pools import PoolBusy
 from .proxy import Proxy, _StreamBroken, _upstream_chunks, internal_error_message, json_error
 from .responses_api import ResponsesApi
 from .sessions import SessionStats
@@ -57,7 +59,9 @@ class ApiRoutes:
         body, history, tools, sid = parsed
         prepared: Prepared | None = None
         try:
-            prepared = await asyncio.to_thread(self._prepare_copy, history, tools, sid, request.headers)
+            prepared = await self.proxy.pools.prepare(
+                functools.partial(self._prepare_copy, history, tools, sid, request.headers)
+            )
         except MessageError as exc:
             return json_error(400, str(exc), type_="invalid_request_error", param="messages")
         except Exception:  # count what the client sent rather than fail the count
@@ -93,10 +97,17 @@ class ApiRoutes:
             scratch.import_session(exported)
         return scratch.prepare(history, tools, session_id=sid)
 
-    def _recall(self, arguments: str, sid: str) -> str:
+    async def _recall(self, arguments: str, sid: str) -> str:
         """The model's `recall_artifact` call, answered with the newest state of the session
-        (a recall changes state: the recall gate counts it, and other replicas must see it)."""
-        return self.proxy._in_session(sid, lambda: self.proxy.pilot.execute_recall(arguments, session_id=sid))
+        (a recall changes state: the recall gate counts it, and other replicas must see it).
+        Runs on the recall pool; when that is full the model is told to try again later."""
+        proxy = self.proxy
+        try:
+            return await proxy.pools.recall.run(
+                lambda: proxy._in_session(sid, lambda: proxy.pilot.execute_recall(arguments, session_id=sid))
+            )
+        except PoolBusy as exc:
+            return f"[tokenpilot: {exc}; call {RECALL_TOOL_NAME} again later]"
 
     async def _api_body(
         self, request: web.Request, api: Api
@@ -107,7 +118,7 @@ class ApiRoutes:
             raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
         raw = await request.read()
         try:
-            body = await asyncio.to_thread(api.parse, raw)
+            body = await self.proxy.pools.prepare(functools.partial(api.parse, raw))
             history, tools = api.to_core(body)
         except wire.BadRequest as exc:
             return json_error(400, str(exc), type_="invalid_request_error", code=exc.code, param=exc.param)
@@ -127,7 +138,9 @@ class ApiRoutes:
         prepared: Prepared | None = None
         if api.managed(body):
             try:
-                prepared = await asyncio.to_thread(self.proxy._prepare, history, tools, sid, request.headers)
+                prepared = await self.proxy.pools.prepare(
+                    functools.partial(self.proxy._prepare, history, tools, sid, request.headers)
+                )
             except MessageError as exc:
                 return json_error(400, str(exc), type_="invalid_request_error", param="messages")
             except Exception:  # a TokenPilot bug must not stop the agent

@@ -11,8 +11,7 @@ next request's prefix is still the one the provider cached up to that turn.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -94,8 +93,8 @@ class Api(Protocol):
 class RecallTurns:
     """The recall calls of one client request, run by the proxy, and the one answer it gets."""
 
-    def __init__(self, recall: Callable[[str, str], str], api: Api, session_id: str) -> None:
-        self.recall = recall  # (arguments, session id) -> the tool result, run in a worker thread
+    def __init__(self, recall: Callable[[str, str], Awaitable[str]], api: Api, session_id: str) -> None:
+        self.recall = recall  # (arguments, session id) -> the tool result (on the recall pool)
         self.api = api
         self.session_id = session_id
         self.shown: list[Any] = []  # what the client gets of earlier (recall) turns
@@ -115,7 +114,7 @@ class RecallTurns:
         results: dict[str, str] = {}
         for call_id, name, arguments in self.api.recall_calls(turn) or []:
             if name == RECALL_TOOL_NAME:
-                results[call_id] = await asyncio.to_thread(self.recall, arguments, self.session_id)
+                results[call_id] = await self.recall(arguments, self.session_id)
         return self.api.continue_body(out, turn, results)
 
     def answer(self, whole: web.Response) -> web.Response:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import itertools
 import json
@@ -37,7 +38,16 @@ from tokenpilot.store import LockBusy, Store, StoreUnanswered, is_store_url, ope
 from tokenpilot.store_disk import DiskStore
 
 from . import sse, wire
-from .serve_options import DEFAULT_PORT, DEFAULT_UPSTREAM_KEY_ENV, MB, default_state_dir
+from .pools import PoolBusy, Pools
+from .serve_options import (
+    DEFAULT_CLIENT_TIMEOUT_S,
+    DEFAULT_PORT,
+    DEFAULT_RECALL_QUEUE,
+    DEFAULT_RECALL_WORKERS,
+    DEFAULT_UPSTREAM_KEY_ENV,
+    MB,
+    default_state_dir,
+)
 from .sessions import (
     COUNTERS,
     SessionStats,
@@ -89,6 +99,10 @@ class ProxySettings:
     store_timeout_s: float = 1.0  # a Redis command unanswered this long: Redis is skipped until it answers
     workers: int = 1  # processes serving one port (`serve --workers`); > 1 shares the disk store
     reuse_port: bool = False  # bind with SO_REUSEPORT (each worker binds the port itself)
+    client_timeout_s: float = DEFAULT_CLIENT_TIMEOUT_S  # a client silent this long is closed
+    max_connections: int | None = None  # open client connections; None: from the file limit
+    recall_workers: int = DEFAULT_RECALL_WORKERS  # threads for recalls (slow: their own pool)
+    recall_queue: int = DEFAULT_RECALL_QUEUE  # recalls that may wait for one; more: 503
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -113,6 +127,12 @@ class ProxySettings:
                 "--workers > 1 with --no-state would give each worker its own sessions: "
                 "keep the state folder (shared by the workers) or give --store"
             )
+        if self.client_timeout_s <= 0:
+            raise ValueError("--client-timeout must be positive")
+        if self.max_connections is not None and self.max_connections < 1:
+            raise ValueError("--max-connections must be at least 1")
+        if self.recall_workers < 1 or self.recall_queue < 0:
+            raise ValueError("--recall-workers must be at least 1 and --recall-queue at least 0")
 
 
 class SetupError(RuntimeError):
@@ -201,8 +221,38 @@ _STATUS_TYPES = {
     401: "authentication_error",
     404: "not_found",
     405: "invalid_request_error",
+    408: "client_timeout",
     413: "request_too_large",
 }
+
+
+def busy_error(exc: PoolBusy) -> web.Response:
+    """503 with Retry-After: a recall that found every worker busy and the queue full."""
+    resp = json_error(503, str(exc), type_="server_error", code="proxy_busy")
+    resp.headers["Retry-After"] = str(exc.retry_after_s)
+    return resp
+
+
+async def read_body(request: web.Request, idle_s: float) -> bytes:
+    """The whole request body, or `asyncio.TimeoutError` once the client sent nothing for
+    `idle_s` (a half-sent body). aiohttp has no read timeout of its own; the body is read
+    by `request.read()` (which keeps it for the handler), watched for progress."""
+    seen = request.content.total_bytes
+    reading = asyncio.ensure_future(request.read())
+    try:
+        while True:
+            done, _ = await asyncio.wait({reading}, timeout=idle_s)
+            if done:
+                return reading.result()
+            now = request.content.total_bytes
+            if now == seen:
+                raise asyncio.TimeoutError(f"no body bytes for {idle_s:g} s")
+            seen = now
+    finally:
+        if not reading.done():
+            reading.cancel()
+            with contextlib.suppress(BaseException):
+                await reading
 
 
 # ---------------------------------------------------------------------------
@@ -244,6 +294,8 @@ class Proxy:
         self._last_seen: dict[str, float] = {}  # session -> time of its last call here
         self._started = time.time()
         self.pilot.estimate_guard = self._estimate_guard
+        self.pools = Pools(recall_workers=settings.recall_workers, recall_queue=settings.recall_queue)
+        self.busy: set[object] = set()  # connections (aiohttp protocols) with a request in progress
 
     # -- lifecycle --------------------------------------------------------------
     def resolve_secrets(self) -> None:
@@ -288,6 +340,7 @@ class Proxy:
             await self._recovery_flush
         await self.flush()
         await self.upstream.close()
+        self.pools.close()
 
     def _load_state(self) -> int:
         if self.state is None:
@@ -478,7 +531,18 @@ class Proxy:
     async def _middleware(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        """Own bearer token (all but /health); every aiohttp error as a JSON body."""
+        """Own bearer token (all but /health); every aiohttp error as a JSON body; the
+        connection marked busy (see `connections.ConnectionGate`) while its request runs."""
+        conn = request.protocol
+        self.busy.add(conn)
+        try:
+            return await self._guarded(request, handler)
+        finally:
+            self.busy.discard(conn)
+
+    async def _guarded(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         if self._auth_token and request.path != "/health":
             given = request.headers.get("Authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {self._auth_token}".encode()):
@@ -489,6 +553,14 @@ class Proxy:
                     code="invalid_proxy_token",
                 )
         try:
+            if request.body_exists:  # read here, so a stalled body never holds a handler
+                limit = self.settings.max_body_bytes
+                if request.content_length is not None and request.content_length > limit:
+                    raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
+                try:
+                    await read_body(request, self.settings.client_timeout_s)
+                except asyncio.TimeoutError:
+                    return await self._client_timed_out(request)
             return await handler(request)
         except web.HTTPException as exc:
             if exc.status == 413:
@@ -509,6 +581,24 @@ class Proxy:
             )
             return internal_error(exc)
 
+    async def _client_timed_out(self, request: web.Request) -> web.StreamResponse:
+        """408 to a client that stopped sending its body, and the connection closed
+        (not drained: it may never send the rest)."""
+        log.info("tokenpilot: %s %s: the client sent no body for %g s; closed",
+                 request.method, request.path, self.settings.client_timeout_s)  # fmt: skip
+        resp = json_error(
+            408,
+            f"the request body stalled: nothing received for {self.settings.client_timeout_s:g} s",
+            type_="client_timeout",
+            code="client_timeout",
+        )
+        resp.force_close()
+        await resp.prepare(request)
+        await resp.write_eof()
+        if request.transport is not None:
+            request.transport.close()  # after the answer is written: the transport flushes first
+        return resp
+
     # -- chat completions -------------------------------------------------------
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         limit = self.settings.max_body_bytes
@@ -516,7 +606,7 @@ class Proxy:
             raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
         raw = await request.read()
         try:  # any Content-Type: OpenAI's SDKs send JSON, and so does a bare `curl -d`
-            body = await asyncio.to_thread(_chat_body, raw)
+            body = await self.pools.prepare(functools.partial(_chat_body, raw))
         except wire.BadRequest as exc:
             return json_error(400, str(exc), type_="invalid_request_error", code=exc.code, param=exc.param)
 
@@ -524,8 +614,8 @@ class Proxy:
         sid = resolve_session_id(body, request.headers)
         prepared: Prepared | None = None
         try:
-            prepared = await asyncio.to_thread(
-                self._prepare, history, body.get("tools"), sid, request.headers
+            prepared = await self.pools.prepare(
+                functools.partial(self._prepare, history, body.get("tools"), sid, request.headers)
             )
         except MessageError as exc:
             return json_error(400, str(exc), type_="invalid_request_error", param="messages")
@@ -910,13 +1000,16 @@ class Proxy:
             return refused
         aid = request.match_info["artifact_id"]
         try:
-            result = await asyncio.to_thread(
-                self._in_session,
-                sid,
-                lambda: self.pilot.recall(
-                    aid, lines["start_line"], lines["end_line"], pattern, session_id=sid
-                ),
+            result = await self.pools.recall.run(
+                lambda: self._in_session(
+                    sid,
+                    lambda: self.pilot.recall(
+                        aid, lines["start_line"], lines["end_line"], pattern, session_id=sid
+                    ),
+                )
             )
+        except PoolBusy as exc:  # every recall worker busy, the queue full: come back later
+            return busy_error(exc)
         except OSError as exc:  # the store (Redis) is down: say so, the agent may retry
             log.error("tokenpilot: session %s: could not read artifact %s: %s", sid, aid[:40], exc)
             return json_error(503, f"the artifact store cannot be read: {exc}", type_="server_error",
@@ -964,10 +1057,10 @@ class Proxy:
         if (refused := _foreign_derived(sid, request.headers)) is not None:
             return refused
         try:
-            got = await asyncio.to_thread(
-                self._in_session,
-                sid,
-                lambda: self.pilot.reduce_tool_output(text, tool, arguments, session_id=sid),
+            got = await self.pools.prepare(
+                lambda: self._in_session(
+                    sid, lambda: self.pilot.reduce_tool_output(text, tool, arguments, session_id=sid)
+                )
             )
         except OSError as exc:  # a full disk: the host keeps its own handling of the output
             log.error("tokenpilot: session %s: could not store a tool output: %s", sid, exc)

@@ -14,6 +14,9 @@ from tokenpilot.artifacts import default_store_dir
 DEFAULT_PORT = 8787
 DEFAULT_UPSTREAM_KEY_ENV = "TOKENPILOT_UPSTREAM_API_KEY"
 MB = 2**20
+DEFAULT_CLIENT_TIMEOUT_S = 60.0
+DEFAULT_RECALL_WORKERS = 2
+DEFAULT_RECALL_QUEUE = 32
 
 
 def default_state_dir() -> Path:
@@ -121,6 +124,39 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=300.0,
         help="seconds the upstream may stay silent (then 504 / an error event)",
+    )
+    p.add_argument(
+        "--client-timeout",
+        type=float,
+        default=DEFAULT_CLIENT_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds a client may stay silent: before its request's headers are complete, between "
+        f"two body chunks, or idle between requests; then the connection is closed (a stalled body "
+        f"gets a 408 first) (default {DEFAULT_CLIENT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="open client connections; a new one over the cap closes the oldest idle one, or is "
+        "answered 503 with Retry-After when all are busy (default: half the open-file limit less "
+        "128, at most 1024)",
+    )
+    p.add_argument(
+        "--recall-workers",
+        type=int,
+        default=DEFAULT_RECALL_WORKERS,
+        metavar="N",
+        help=f"threads for artifact recalls and pattern searches, apart from the chat path's "
+        f"(default {DEFAULT_RECALL_WORKERS})",
+    )
+    p.add_argument(
+        "--recall-queue",
+        type=int,
+        default=DEFAULT_RECALL_QUEUE,
+        metavar="N",
+        help=f"recalls that may wait for a worker; more are answered 503 with Retry-After "
+        f"(default {DEFAULT_RECALL_QUEUE})",
     )
     p.add_argument(
         "--models",

@@ -20,9 +20,21 @@ from pathlib import Path
 
 from aiohttp import web
 
+from .connections import (
+    AcceptErrorLog,
+    ConnectionGate,
+    GatedSite,
+    default_max_connections,
+    raise_fd_limit,
+)
 from .http_errors import JsonErrorRunner
 from .proxy import MB, Proxy, ProxySettings, SetupError
-from .serve_options import add_serve_arguments
+from .serve_options import (
+    DEFAULT_CLIENT_TIMEOUT_S,
+    DEFAULT_RECALL_QUEUE,
+    DEFAULT_RECALL_WORKERS,
+    add_serve_arguments,
+)
 from .upstream import redact_url
 
 log = logging.getLogger("tokenpilot.openclaw")
@@ -50,6 +62,10 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
         store_lock_wait_s=args.lock_wait,
         store_timeout_s=args.store_timeout,
         workers=getattr(args, "workers", 1),
+        client_timeout_s=getattr(args, "client_timeout", DEFAULT_CLIENT_TIMEOUT_S),
+        max_connections=getattr(args, "max_connections", None),
+        recall_workers=getattr(args, "recall_workers", DEFAULT_RECALL_WORKERS),
+        recall_queue=getattr(args, "recall_queue", DEFAULT_RECALL_QUEUE),
     )
 
 
@@ -105,6 +121,7 @@ async def serve(settings: ProxySettings, *, on_ready: Callable[[str], None] | No
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    raise_fd_limit()
     async with RunningProxy(settings) as running:
         if on_ready is None:
             print(f"tokenpilot: serving {running.url} -> {redact_url(settings.upstream)}", flush=True)
@@ -125,29 +142,50 @@ class RunningProxy:
         self.shutdown_timeout_s = shutdown_timeout_s
         self.url = ""
         self._runner: web.AppRunner | None = None
+        self.gate: ConnectionGate | None = None
+        self._accept_log: AcceptErrorLog | None = None
 
     async def start(self) -> RunningProxy:
         self.proxy.resolve_secrets()  # fail before binding when a secret is missing
+        s = self.settings
+        # aiohttp's keep-alive timer runs from a connection's start and from each answer:
+        # a client silent that long (no request, half a header, idle) is closed
         self._runner = JsonErrorRunner(
-            self.proxy.app(), access_log=None, shutdown_timeout=self.shutdown_timeout_s
+            self.proxy.app(),
+            access_log=None,
+            shutdown_timeout=self.shutdown_timeout_s,
+            keepalive_timeout=s.client_timeout_s,
         )
         await self._runner.setup()
-        site = web.TCPSite(
-            self._runner, self.settings.host, self.settings.port, reuse_port=self.settings.reuse_port or None
-        )
+        cap = s.max_connections or default_max_connections()
+
+        def gate(server: web.Server) -> ConnectionGate:
+            self.gate = ConnectionGate(server, cap, self.proxy.busy)
+            return self.gate
+
+        loop = asyncio.get_running_loop()
+        self._accept_log = AcceptErrorLog(loop.get_exception_handler())
+        loop.set_exception_handler(self._accept_log)
+        site = GatedSite(self._runner, s.host, s.port, gate, reuse_port=s.reuse_port or None)
         try:
             await site.start()
         except OSError:
-            await self._runner.cleanup()
+            await self.stop()
             raise
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{host}:{port}"
+        log.info("tokenpilot: at most %d client connections, client timeout %g s", cap, s.client_timeout_s)
         return self
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()  # runs Proxy.close: flushes state
             self._runner = None
+        if self._accept_log is not None:  # put back what was there (unless another replaced it)
+            loop = asyncio.get_running_loop()
+            if loop.get_exception_handler() is self._accept_log:
+                loop.set_exception_handler(self._accept_log.previous)
+            self._accept_log = None
 
     async def __aenter__(self) -> RunningProxy:
         return await self.start()
