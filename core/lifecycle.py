@@ -17,8 +17,13 @@ history, and `view(history)` to learn what to drop and which stubs to insert.
   a fifth of the calls so far (`expected_calls_ratio`, at least `expected_calls_min`). A deferred eviction is
   reconsidered when the next estimator result is applied.
 - The plan is cumulative: an evicted segment stays evicted, even if its task is
-  later resumed. Resurrecting content would break the cache a second time, and
-  the stub already tells the model how to recall it.
+  later resumed, with one exception (I6): an evicted task holding the read of a
+  file that later user or assistant words name (`segments.named_in_words`) is
+  shown again at the next batch boundary, in that batch's single pass. The
+  session came back to the file; a stub would cost a recall on every mention.
+- A history the caller rewrote (its compaction, a condenser) is the new base:
+  segments whose turns are still there stay evicted at their new place, the rest
+  are forgotten; nothing is shown again (`_check_segments`).
 - A failing estimator changes nothing; its turns are offered again with the next
   batch (not sooner, so a broken endpoint is not called on every turn).
 - One truth for a fleet: everything the schedule and the gate decide from (the calls
