@@ -119,6 +119,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         wide=args.wide,
         legend=True,
     )
+    if args.per_session:
+        from .measure.bench.per_session import print_sessions
+
+        print_sessions(results, console)
     builtin = not args.paths
     what = (
         "the built-in synthetic workload (seeded OpenClaw-style sessions)"
@@ -248,6 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--wide",
         action="store_true",
         help="every column (about 160 wide): tokens, peak context, kind, same bytes",
+    )
+    b.add_argument(
+        "--per-session",
+        action="store_true",
+        help="also a table per trace set with each session's cost against vanilla and its retention",
     )
     b.add_argument("--mode", choices=["continuous", "isolated", "both"], default="continuous")
     b.add_argument(

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._canonical import canonical_json
+from .observations import text_action
 from .pairing import validate_pairing
 from .pricing import Prices
 from .registry import TaskRegistry
-from .turns import Turn, call_name_args, parsed_args, tool_calls_of
+from .turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
 
 __all__ = [
     "Decision",
@@ -132,6 +133,11 @@ def _describe_call(messages: Sequence[Message], turn: Turn) -> str:
                 (args[k] for k in _DESCRIBE_KEYS if isinstance(args.get(k), str) and args[k].strip()), ""
             )
             parts.append(f"{name} {_clean(what, 60)}".strip() if what else name)
+    if not parts:  # a text-action agent: the command is in the assistant's words
+        k = assistant_index(messages, turn)
+        action = text_action(content_text(messages[k].get("content"))) if k < turn.end else None
+        if action:
+            parts.append(f"`{_clean(action, 60)}`")
     return ", ".join(parts) or "turn"
 
 
@@ -188,12 +194,15 @@ def plan_eviction(
     already_evicted: Collection[int] = frozenset(),
     bundles: Mapping[int, str] | None = None,
     from_index: int = 0,
+    protected: Collection[int] = frozenset(),
 ) -> EvictionPlan:
     """Plan the eviction of every turn whose owners are all evictable, and of the
     tool bundles (turn index -> reason) a segment rule retired.
 
     `keep_from`: messages at or after this index are the current batch and stay.
     `from_index`: only turns starting at or after this message go (the cost gate's cut).
+    `protected`: turn indices whose task stays whatever its state (a later turn names
+    what they introduced); the task stays whole. Segment rules judge use on their own.
     `already_evicted`: indices gone in an earlier plan; they are neither planned
     again nor counted as kept, and new segments never merge with old ones (an old
     stub keeps its bytes).
@@ -222,13 +231,13 @@ def plan_eviction(
         own = owners.get(turns[t].turn_id, [])
         return bool(own) and all(tasks[o].lifecycle == "evictable" for o in own)
 
-    by_task = [movable(t) and task_done(t) for t in range(len(turns))]
+    by_task = [movable(t) and task_done(t) and t not in protected for t in range(len(turns))]
     # A task goes in one piece: if one of its turns must stay (current batch, last
     # turn), its other turns wait too, so one task never costs two cache breaks.
     held = {
         o
         for t, turn in enumerate(turns)
-        if t == last or not turn.complete or turn.end > limit
+        if t == last or t in protected or not turn.complete or turn.end > limit
         for o in owners.get(turn.turn_id, [])
     }
     by_task = [c and not held.intersection(owners.get(turns[t].turn_id, [])) for t, c in enumerate(by_task)]

@@ -17,8 +17,13 @@ history, and `view(history)` to learn what to drop and which stubs to insert.
   a fifth of the calls so far (`expected_calls_ratio`, at least `expected_calls_min`). A deferred eviction is
   reconsidered when the next estimator result is applied.
 - The plan is cumulative: an evicted segment stays evicted, even if its task is
-  later resumed. Resurrecting content would break the cache a second time, and
-  the stub already tells the model how to recall it.
+  later resumed, with one exception (I6): an evicted task holding the read of a
+  file that later user or assistant words name (`segments.named_in_words`) is
+  shown again at the next batch boundary, in that batch's single pass. The
+  session came back to the file; a stub would cost a recall on every mention.
+- A history the caller rewrote (its compaction, a condenser) is the new base:
+  segments whose turns are still there stay evicted at their new place, the rest
+  are forgotten; nothing is shown again (`_check_segments`).
 - A failing estimator changes nothing; its turns are offered again with the next
   batch (not sooner, so a broken endpoint is not called on every turn).
 - One truth for a fleet: everything the schedule and the gate decide from (the calls
@@ -66,11 +71,12 @@ from .segments import (
     bundle_record,
     evictable_bundles,
     last_uses,
+    named_in_words,
     rule_of,
     window_bundles,
 )
 from .tokens import message_tokens
-from .turns import Turn, TurnSegmenter, tool_calls_of
+from .turns import Turn, TurnSegmenter
 
 log = logging.getLogger("tokenpilot")
 
@@ -239,6 +245,9 @@ def _new_stats() -> dict[str, Any]:
         "bundles_evicted": 0,
         "bundle_reasons": {},
         "segments_invalidated": 0,
+        "segments_revived": 0,
+        "history_rewrites": 0,
+        "segments_remapped": 0,
         "gate_decisions": [],
     }
 
@@ -464,36 +473,80 @@ class Lifecycle:
             return RenderPlan(frozenset(self._drop), dict(self._stubs), self._plan_version)
 
     def _check_segments(self, messages: Sequence[Message]) -> None:
-        """Forget segments whose turns are no longer where they were (the caller
-        rewrote the history): dropping by stale indices could split a tool bundle."""
-        starts = {}
-        for t in self._segmenter.update(messages):
-            starts[t.start] = t
-            starts.setdefault(assistant_index(messages, t), t)  # a bundle evicted without its opener
-        valid = []
-        for seg in self._segments:
-            at, ok = seg.start, True
-            for tid in seg.turn_ids:
-                turn = starts.get(at)
-                if turn is None or turn.turn_id != tid:
-                    ok = False
-                    break
-                at = turn.end
-            if ok and at == seg.end:
-                valid.append(seg)
-        if len(valid) == len(self._segments):
+        """Follow a history the caller rewrote (its own compaction, a condenser, elided
+        observations): the new history is the new base. A segment whose turns are all
+        still there, in a row, stays evicted at their new place (turn ids are content
+        digests); one whose turns the caller removed or changed is forgotten (there is
+        nothing left to evict). Nothing evicted is shown again; logged at INFO only."""
+        turns = self._segmenter.update(messages)
+        if all(self._in_place(seg, messages, turns) for seg in self._segments):
             return
-        log.warning(
-            "tokenpilot: history rewritten under %d evicted segment(s); showing them again",
-            len(self._segments) - len(valid),
+        index = {t.turn_id: k for k, t in enumerate(turns)}
+        kept: list[Segment] = []
+        taken: set[int] = set()
+        for seg in self._segments:
+            moved = self._relocate(seg, messages, turns, index)
+            if moved is None or taken.intersection(range(moved.start, moved.end)):
+                continue
+            taken.update(range(moved.start, moved.end))
+            kept.append(moved)
+        gone = len(self._segments) - len(kept)
+        self.stats["history_rewrites"] += 1
+        self.stats["segments_remapped"] += len(kept)
+        self.stats["segments_invalidated"] += gone
+        log.info(
+            "tokenpilot: history rewritten by the caller; %d evicted segment(s) kept at their new place, "
+            "%d gone with the rewrite",
+            len(kept),
+            gone,
         )
-        self.stats["segments_invalidated"] += len(self._segments) - len(valid)
-        self._segments = valid
-        self._drop = {i for s in valid for i in range(s.start, s.end)}
-        self._stubs = {s.start: (s.stub,) for s in valid if s.stub is not None}
+        self._segments = kept
+        self._drop = {i for s in kept for i in range(s.start, s.end)}
+        self._stubs = {s.start: (s.stub,) for s in kept if s.stub is not None}
         self._plan_version += 1
 
+    @staticmethod
+    def _in_place(seg: Segment, messages: Sequence[Message], turns: Sequence[Turn]) -> bool:
+        starts = {}
+        for t in turns:
+            starts[t.start] = t
+            starts.setdefault(assistant_index(messages, t), t)  # a bundle evicted without its opener
+        at = seg.start
+        for tid in seg.turn_ids:
+            turn = starts.get(at)
+            if turn is None or turn.turn_id != tid:
+                return False
+            at = turn.end
+        return at == seg.end
+
+    @staticmethod
+    def _relocate(
+        seg: Segment, messages: Sequence[Message], turns: Sequence[Turn], index: Mapping[str, int]
+    ) -> Segment | None:
+        """The segment at its turns' place in the rewritten history, or None when they are
+        not all there in a row (complete: a cut inside a tool group would orphan calls)."""
+        first = index.get(seg.turn_ids[0]) if seg.turn_ids else None
+        if first is None or first + len(seg.turn_ids) > len(turns):
+            return None
+        run = turns[first : first + len(seg.turn_ids)]
+        if [t.turn_id for t in run] != list(seg.turn_ids) or not all(t.complete for t in run):
+            return None
+        # A bundle retired by a rule went without its opener (the user's words stay).
+        start = assistant_index(messages, run[0]) if seg.reasons else run[0].start
+        end = run[-1].end
+        if start == seg.start and end == seg.end:
+            return seg
+        return Segment(start, end, seg.turn_ids, seg.task_ids, seg.artifact_id, seg.stub, seg.reasons)
+
     def _apply_ready(self, messages: Sequence[Message]) -> None:
+        version = self._plan_version
+        revived = self._apply_results(messages)
+        if revived is not None and self._plan_version == version:  # shown again, nothing new evicted
+            self._plan_version += 1
+            self.stats["prefix_breaks"] += 1
+
+    def _apply_results(self, messages: Sequence[Message]) -> int | None:
+        """Apply the finished estimator results; where segments were shown again, if any."""
         keep_from = len(messages)
         for res in self._ready:
             report = self.registry.apply(res.delta)
@@ -505,6 +558,8 @@ class Lifecycle:
             keep_from = min(res.keep_from, len(messages))
         self._ready.clear()
         turns = self._segmenter.update(messages)
+        named = self._named_turns(messages, turns)
+        revived = self._revive(named, turns)
         bundles = self._retired_bundles(messages, turns)
         window = self._window_bundles(messages, turns)
         if window:  # one pass with the rules; a rule's reason is the more precise
@@ -521,21 +576,24 @@ class Lifecycle:
                 already_evicted=self._drop,
                 bundles=bundles,
                 from_index=from_index,
+                protected=named,
             )
 
         # Plan with content ids first; archive for real only what the gate lets through.
         plan = plan_with(artifact_id_for if self.config.cost_gate else self.archive)
         if not plan.segments:
-            return
+            return revived
         if self.config.cost_gate:
             decision, cut = self._best_cut(messages, plan)
             _remember(self.stats["gate_decisions"], decision.to_dict())
-            if not decision.evict:
+            if not decision.evict and revived is None:
                 log.info("tokenpilot: eviction deferred by the cost gate: %s", decision.reason)
-                return
-            plan = plan_with(self.archive, cut)  # the segments from the cut on (deterministic), now stored
+                return revived
+            # A revival breaks the cache from its segment on anyway: what the gate deferred
+            # after that point goes in the same pass, for free.
+            plan = plan_with(self.archive, cut if decision.evict else revived or 0)
             if not plan.segments:
-                return
+                return revived
         gross = sum(message_tokens(messages[i]) for i in plan.evicted)
         self._drop = self._drop | set(plan.evicted)
         self._stubs = {**self._stubs, **plan.stubs}
@@ -550,6 +608,29 @@ class Lifecycle:
             for reason in seg.reasons:
                 rule = rule_of(reason)
                 self.stats["bundle_reasons"][rule] = self.stats["bundle_reasons"].get(rule, 0) + 1
+        return revived
+
+    def _named_turns(self, messages: Sequence[Message], turns: Sequence[Turn]) -> set[int]:
+        """Turn indices whose file later words name (`segments.named_in_words`); they stay."""
+        return named_in_words(self._bundle_records(messages, turns))
+
+    def _revive(self, named: set[int], turns: Sequence[Turn]) -> int | None:
+        """Show again the evicted tasks holding a turn later words name (I6): the file's
+        content was the task's material and the session has come back to it. At a batch
+        boundary, in the same pass as this batch's evictions (one cache break). Bundles a
+        segment rule retired judge later use themselves (the window's `keep_used_turns`,
+        the stale rule's last use): in a coding session the agent names most files it
+        read, and keeping each one until it is read again costs more than it saves."""
+        ids = {turns[t].turn_id for t in named if t < len(turns)}
+        back = [seg for seg in self._segments if not seg.reasons and ids.intersection(seg.turn_ids)]
+        if not back:
+            return None
+        self._segments = [seg for seg in self._segments if seg not in back]
+        self._drop = {i for s in self._segments for i in range(s.start, s.end)}
+        self._stubs = {s.start: (s.stub,) for s in self._segments if s.stub is not None}
+        self.stats["segments_revived"] += len(back)
+        log.info("tokenpilot: %d evicted segment(s) shown again: later words name their files", len(back))
+        return min(seg.start for seg in back)
 
     def _retired_bundles(self, messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, str]:
         """Turn index -> reason, for tool bundles a segment rule retires now."""
@@ -577,7 +658,7 @@ class Lifecycle:
         rendered = self._rendered_tokens(messages, turns)
         if rendered <= rule.trigger_tokens:
             return {}
-        calls = [bool(tool_calls_of(messages[assistant_index(messages, t)])) for t in turns]
+        calls = [r.has_calls for r in self._bundle_records(messages, turns)]  # text actions too
         used = rule.keep_used_turns is not None
         last_use = last_uses(self._bundle_records(messages, turns)) if used else None
         return window_bundles(calls, rule, rendered, last_use)
@@ -622,13 +703,16 @@ class Lifecycle:
                 refill += self.head_refill_tokens + sum(
                     message_tokens(messages[i]) for i in range(cut) if i not in self._drop
                 )
+            # The floor is for segment rules (a small retired bundle is the likeliest to be
+            # needed back); a finished task nothing names goes on the gate's economics alone.
+            whole_tasks = all(not s.reasons for s in segs)
             decision = should_evict(
                 gross - stub_tokens,
                 refill,
                 calls,
                 self.config.prices,
                 self.config.cache_profile,
-                self.config.min_evict_tokens,
+                0 if whole_tasks else self.config.min_evict_tokens,
             )
             if first is None:
                 first = (decision, cut)

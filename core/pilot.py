@@ -13,6 +13,7 @@ from the first call.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import logging
@@ -41,6 +42,7 @@ from .ingest import (
 from .lifecycle import Lifecycle, LifecycleConfig
 from .limits import check_count, check_depth, nesting_exceeds
 from .messages import check_message, check_tools, content_text, to_anthropic
+from .observations import OBSERVATION_TOOL, is_observation
 from .passes.truncate import tool_family
 from .pricing import Prices
 from .recall_args import recall_arguments
@@ -657,6 +659,9 @@ class TokenPilot:
                     infos.append((c.get("id"), info))
                     s.calls[c.get("id")] = info
                 call_infos = tuple(infos)
+            elif role == "user" and s.entries and is_observation(msg, {"role": s.entries[-1].role}):
+                # a text-action agent's tool output (I5): it answers the assistant's action
+                result = self._ingest_observation(s, msg, put)
             elif role == "user":
                 result = ingest_user(msg, pipeline=self.pipeline, put=put)
             else:
@@ -692,6 +697,24 @@ class TokenPilot:
             call_infos,
             unstored=refused[0] if refused else None,
         )
+
+    def _ingest_observation(self, s: Session, msg: Mapping[str, Any], put: Callable[[str], str]) -> Ingested:
+        """Reduce an observation as the shell tool's output it is; it stays a user message."""
+        as_tool = {
+            "role": "tool",
+            "tool_call_id": "",
+            "name": OBSERVATION_TOOL,
+            "content": msg.get("content"),
+        }
+        result = ingest_tool_result(
+            as_tool,
+            None,
+            state=s.state,
+            pipeline=self.pipeline,
+            put=put,
+            min_saved_chars=self._first_artifact_threshold(s),
+        )
+        return dataclasses.replace(result, message={**msg, "content": result.message.get("content")})
 
     def _first_artifact_threshold(self, s: Session) -> int:
         """Chars a reduction must save when it would be the session's first artifact after

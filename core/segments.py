@@ -45,6 +45,7 @@ from ._canonical import canonical_json
 from .errors import ConfigError
 from .estimator import FAILED_RE, extract_refs
 from .ingest import DEDUP_NOTE
+from .observations import OBSERVATION_TOOL, is_observation, text_action
 from .tokens import message_tokens
 from .turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
 
@@ -204,6 +205,7 @@ class BundleRecord:
     whole_read: bool  # a read without a line range
     call_key: str  # tool names + canonical arguments (identical reruns share it)
     uses: frozenset[str]  # references in the turn's user text, assistant text and arguments
+    said: frozenset[str]  # references in its user and assistant words only (no arguments, no results)
     provides: frozenset[str]  # references in its tool results
     hits: frozenset[str]  # file paths a search or listing returned
     failed: bool
@@ -223,9 +225,15 @@ def _path_of(args: Mapping[str, Any]) -> str | None:
     return None
 
 
-_SHELL_TOOLS = frozenset({"bash", "shell", "exec", "sh", "run_shell_command", "terminal", "powershell"})
-_SHELL_READERS = frozenset({"cat", "sed", "head", "tail", "nl", "less", "more"})
-_SHELL_SEARCH = frozenset({"grep", "rg", "find", "ls", "tree", "fd", "ag"})
+_SHELL_TOOLS = frozenset(
+    {"bash", "shell", "exec", "sh", "run_shell_command", "terminal", "powershell", "execute_bash", "cmd_run"}
+)
+# `open`, `goto`: SWE-agent's file viewer (a window of the file); `create`: its new file;
+# `search_*`, `find_file`: its searches.
+_SHELL_READERS = frozenset({"cat", "sed", "head", "tail", "nl", "less", "more", "open"})
+_SHELL_SEARCH = frozenset(
+    {"grep", "rg", "find", "ls", "tree", "fd", "ag", "search_dir", "search_file", "find_file"}
+)
 _LEADING_CD = re.compile(r"^\s*cd\s+\S+\s*&&\s*")
 _REDIRECT = re.compile(r"(?:^|[^2&])>>?\s*([^\s|&;<>]+)")
 
@@ -252,6 +260,8 @@ def _shell(command: str) -> tuple[str, str | None, bool]:
     files = [w for w in words[1:] if not w.startswith("-") and ("/" in w or "." in w)]
     if prog == "sed" and "-i" in words:
         return "edit", files[-1] if files else None, False
+    if prog == "create" and len(files) == 1:
+        return "write", files[0], True
     if prog in _SHELL_READERS and len(files) == 1:
         return "read", files[0], prog == "cat" and len(words) == 2 and "|" not in cmd
     if prog in _SHELL_SEARCH:
@@ -263,7 +273,7 @@ def _kind(name: str, args: Mapping[str, Any]) -> str:
     tool = _norm_tool(name)
     if tool in _SHELL_TOOLS and isinstance(args.get("command"), str):
         return _shell(args["command"])[0]
-    if tool == "str_replace_editor":  # SWE-agent's editor: the command says what it does
+    if tool == "str_replace_editor":  # SWE-agent's and OpenHands' editor: the command says what it does
         cmd = str(args.get("command", ""))
         return {"view": "read", "create": "write"}.get(cmd, "edit")
     if tool in _READ_TOOLS:
@@ -281,6 +291,7 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
     """The record of one turn (pure: the same messages give the same record)."""
     user_texts: list[str] = []
     intent: list[str] = []
+    words: list[str] = []
     results: list[str] = []
     calls: list[tuple[str, Mapping[str, Any], str]] = []
     tokens = 0
@@ -291,14 +302,21 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
         tokens += message_tokens(m)
         if role == "assistant":
             intent.append(text)
+            words.append(text)
             for c in tool_calls_of(m):
                 name, raw = call_name_args(c)
                 calls.append((name, parsed_args(raw), raw))
                 intent.append(raw[:20_000])
-        elif role == "tool":
+        elif role == "tool" or (k > turn.start and is_observation(m, messages[k - 1])):
             results.append(text[:_MAX_RESULT_SCAN])
         else:
             user_texts.append(text)
+    if not calls and results:  # a text action: the command is the last fenced block
+        action = text_action(intent[-1] if intent else "")
+        if action:
+            raw = canonical_json({"command": action})
+            calls.append((OBSERVATION_TOOL, {"command": action}, raw))
+            intent.append(action)
     kinds = {_kind(n, a) for n, a, _ in calls}
     kind = kinds.pop() if len(kinds) == 1 else ("command" if kinds else "none")
     paths_set: set[str] = set()
@@ -334,6 +352,7 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
         whole_read=whole,
         call_key=call_key,
         uses=frozenset(extract_refs("\n".join(user_texts + intent))),
+        said=frozenset(extract_refs("\n".join(user_texts + words))),
         provides=provides,
         hits=hits,
         failed=any(FAILED_RE.match(r) for r in results),
@@ -374,6 +393,37 @@ def last_uses(records: Sequence[BundleRecord]) -> list[int]:
         for ref in r.provides:
             carrier[ref] = j
     return last_use
+
+
+def _file_names(paths: Sequence[str]) -> set[str]:
+    """A file as words name it: its path as written and its base name."""
+    return {x for p in paths for x in (p, p.rstrip("/").rsplit("/", 1)[-1]) if x}
+
+
+def named_in_words(records: Sequence[BundleRecord]) -> set[int]:
+    """Turns whose file a later user or assistant text names (invariant I6, structurally).
+
+    A read introduces its file's content; a later read or whole write of the same file
+    supersedes it as the carrier (a write's content is the agent's own arguments: naming
+    the file it wrote, as its report does, keeps no read alive). A name in later words
+    (not in tool arguments or results, which every output repeats) keeps its carrier:
+    the read that last put that file's content in the history. Such a turn must stay,
+    or come back if evicted.
+    """
+    carrier: dict[str, int] = {}
+    named: set[int] = set()
+    for j, r in enumerate(records):
+        # A turn that reads the file its own words name ("re-read plan.md") uses its own read.
+        if r.kind in ("read", "write") and r.paths and not r.failed and not r.repeat:
+            for ref in _file_names(r.paths):
+                carrier[ref] = j
+        for ref in r.said:
+            i = carrier.get(ref)
+            if i is None and "/" in ref:  # a full path names the file a base name introduced
+                i = carrier.get(ref.rstrip("/").rsplit("/", 1)[-1])
+            if i is not None and i < j and records[i].kind == "read":
+                named.add(i)
+    return named
 
 
 def evictable_bundles(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._canonical import canonical_json, sha256_hex
+from .observations import is_observation
 
 TURN_PREFIX = "t_"
 TURN_HEX_CHARS = 12
@@ -139,8 +140,10 @@ def _segment(messages: Sequence[Message], i: int, seen: dict[str, int]) -> list[
         start = i if opener_start is None else opener_start
         a = i
         j = i + 1
-        while j < n and messages[j].get("role") == "tool":
-            j += 1
+        while j < n and (
+            messages[j].get("role") == "tool" or (j == a + 1 and is_observation(messages[j], messages[a]))
+        ):
+            j += 1  # a text-action agent's observation is its action's result, like a tool's
         ids = _call_ids(messages[a])
         answered = {m.get("tool_call_id") for m in messages[a + 1 : j]}
         n_calls = len(tool_calls_of(messages[a]))

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..._canonical import canonical_json
+from ...observations import is_observation
 
 # Things an agent copies from tool output into its next action or answer.
 _IDENT = re.compile(
@@ -73,7 +74,8 @@ class NeedIndex:
     def __init__(self, messages: Sequence[Mapping[str, Any]]) -> None:
         self._seen: dict[str, list[tuple[int, bool]]] = {}  # token -> [(message index, from a tool)]
         for i, m in enumerate(messages):
-            tool = m.get("role") == "tool"
+            # text-action agents' observations are tool output too
+            tool = m.get("role") == "tool" or (i > 0 and is_observation(m, messages[i - 1]))
             for tok in identifiers(message_text(m)):
                 self._seen.setdefault(tok, []).append((i, tool))
 

@@ -46,4 +46,7 @@ def load(path: Path, data: dict[str, Any]) -> list[Session]:
         "exit_status": info.get("exit_status"),
         "steps": len(data.get("trajectory") or []),
     }
-    return [b.finish(session_id=path.stem, source=str(path), fmt=FMT, meta=meta, hidden_prefix_tokens=0)]
+    # SWE-agent names every run's file after its instance: the run folder tells them apart
+    # (one id for two runs would replay them as one session, each switch a rewrite).
+    sid = f"{path.parent.name}/{path.stem}"
+    return [b.finish(session_id=sid, source=str(path), fmt=FMT, meta=meta, hidden_prefix_tokens=0)]

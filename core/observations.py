@@ -1,0 +1,98 @@
+"""Observation messages of text-action agents: tool output carried by `user` messages.
+
+SWE-agent's text formats and the older mini-swe-agent send what a command printed as a
+`user` message. DESIGN.md I5: environment output is environment whatever role carries
+it, when a declared, tested marker of that agent's format recognises it. The markers
+are declared here, in one place, and tested on the shared recordings; every other user
+message is the person's words and is never touched.
+
+Recognised messages are reduced like a shell tool's output, and the turn machinery
+attaches each one to the assistant action before it (as it does a tool result), so the
+segment rules and the window can retire it with its action, recallable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+OBSERVATION_TOOL = "bash"
+"""The tool profile an observation is reduced with: what these agents run is a shell."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationMarker:
+    """One agent format's observation: `pattern` searched in the message's text."""
+
+    agent: str
+    name: str
+    pattern: re.Pattern[str]
+
+
+MARKERS: tuple[ObservationMarker, ...] = (
+    # SWE-agent (default/xml/cursors text formats): every observation ends with the state
+    # footer, then the `bash-$` prompt.
+    ObservationMarker(
+        "swe-agent",
+        "state footer",
+        re.compile(r"\(Open file: [^\n]*\)\n\(Current directory: [^\n]*\)\n?(?:bash-\$)?\s*\Z"),
+    ),
+    # SWE-agent's history processors: an elided observation, and the `OBSERVATION:` prefix.
+    ObservationMarker(
+        "swe-agent", "elided output", re.compile(r"\AOld environment output: \(\d+ lines omitted\)")
+    ),
+    ObservationMarker("swe-agent", "observation prefix", re.compile(r"\AOBSERVATION:\s")),
+    # mini-swe-agent (text-action format, before tool calling): `<returncode>` then `<output>`.
+    ObservationMarker(
+        "mini-swe-agent",
+        "returncode",
+        re.compile(r"\A\s*<returncode>-?\d+</returncode>\s*(?:<output>|<warning>|<output_head>)"),
+    ),
+)
+
+_MAX_SCAN = 400  # the markers sit at the start or the end: scan only there (linear, bounded)
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, Mapping) and p.get("type") == "text" for p in content):
+        return "\n".join(str(p.get("text", "")) for p in content)
+    return None
+
+
+def observation_marker(msg: Mapping[str, Any]) -> ObservationMarker | None:
+    """The marker that recognises this user message as an observation, or None."""
+    if not isinstance(msg, Mapping) or msg.get("role") != "user":
+        return None
+    text = _text(msg.get("content"))
+    if not text:
+        return None
+    probe = text if len(text) <= 2 * _MAX_SCAN else text[:_MAX_SCAN] + "\n" + text[-_MAX_SCAN:]
+    for marker in MARKERS:
+        if marker.pattern.search(probe):
+            return marker
+    return None
+
+
+def is_observation(msg: Mapping[str, Any], previous: Mapping[str, Any] | None) -> bool:
+    """A user-role message that is environment output of a known text-action format.
+
+    Only right after an assistant message (the action it answers): SWE-agent's task
+    prompt also ends with the state footer, and it is the person's request, not output.
+    """
+    if not isinstance(previous, Mapping) or previous.get("role") != "assistant":
+        return False
+    return observation_marker(msg) is not None
+
+
+_FENCE = re.compile(r"```[a-zA-Z_]*\n(.*?)```", re.DOTALL)
+
+
+def text_action(text: str) -> str | None:
+    """The command of a text action: the last fenced block of the assistant's message
+    (SWE-agent's and mini-swe-agent's formats both end the thought with it)."""
+    blocks = _FENCE.findall(text[-20_000:]) if text else []
+    return blocks[-1].strip() or None if blocks else None
