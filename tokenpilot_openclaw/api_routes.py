@@ -22,7 +22,7 @@ from tokenpilot import Prepared, TokenPilot
 from tokenpilot.errors import MessageError
 from tokenpilot.messages import tool_name
 
-from . import sse, wire
+from . import sse, timeline, wire
 from .anthropic_api import AnthropicApi
 from .apis import MAX_RECALL_ROUNDS, RECALL_TOOL_NAME, Api, RecallTurns, StreamRelay
 from .proxy import Proxy, _StreamBroken, _upstream_chunks, internal_error_message, json_error
@@ -96,6 +96,7 @@ class ApiRoutes:
     def _recall(self, arguments: str, sid: str) -> str:
         """The model's `recall_artifact` call, answered with the newest state of the session
         (a recall changes state: the recall gate counts it, and other replicas must see it)."""
+        self.proxy.note_recall(sid)
         return self.proxy._in_session(sid, lambda: self.proxy.pilot.execute_recall(arguments, session_id=sid))
 
     async def _api_body(
@@ -140,6 +141,7 @@ class ApiRoutes:
         else:
             sid = prepared.session_id
         stats = self.proxy.stats[sid]
+        timeline.note_model(stats, body.get("model"))
         self.proxy._dirty.add(sid)
         out = api.upstream_body(body, prepared, sid)
         headers = api.headers(self._upstream_headers(request), request.headers, self.proxy.upstream.api_key)

@@ -49,6 +49,7 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
         store_lock_ttl_s=args.lock_ttl,
         store_lock_wait_s=args.lock_wait,
         store_timeout_s=args.store_timeout,
+        prices_file=getattr(args, "prices", None),
     )
 
 
