@@ -112,7 +112,9 @@ def _entry(path: Path, model: str, entry: Any) -> ModelPrice:
         if v is None and key == "cache_write":
             continue
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < 1e6:
-            raise PriceFileError(f"price file {path}: {model!r}.{key} must be a price in $ per million tokens")
+            raise PriceFileError(
+                f"price file {path}: {model!r}.{key} must be a price in $ per million tokens"
+            )
         values[key] = float(v)
     profile = entry.get("profile", "openai")
     if profile not in ("openai", "anthropic", "deepseek"):

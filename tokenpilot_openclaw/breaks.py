@@ -166,10 +166,17 @@ def diagnose(
     message (index, role, before and after around the change) and what to do."""
     rec: dict[str, Any] = {"t": round(time.time() if now is None else now, 3), "call": call, "cause": cause}
     if cause == "tools changed":  # the tool list comes first in the prefix: it is what differs
-        rec.update(index=None, role="tools", before=_cut(", ".join(prev_tools or ["?"])), after=_cut(", ".join(tools)))
+        rec.update(
+            index=None,
+            role="tools",
+            before=_cut(", ".join(prev_tools or ["?"])),
+            after=_cut(", ".join(tools)),
+        )
         rec["likely"] = _likely(cause, None, None, prev_tools, tools, rec)
         rec["fix"] = FIXES[rec["likely"]]
         return rec
+    if cause == "system prompt changed" and prev:
+        return _system_break(rec, prev, cur)
     i = _first_difference(prev, cur, at)
     a = prev[i] if prev is not None and i is not None and i < len(prev) else None
     b = cur[i] if i is not None and i < len(cur) else None
@@ -179,6 +186,37 @@ def diagnose(
         before, after = changed_span(_text(a) if a is not None else "", _text(b) if b is not None else "")
         rec.update(before=_cut(before), after=_cut(after))
     rec["likely"] = _likely(cause, a, b, prev_tools, tools, rec)
+    if rec["likely"] == "client markers":  # the text is the same: show the markers that moved
+        before, after = changed_span(json.dumps(a, ensure_ascii=False), json.dumps(b, ensure_ascii=False))
+        rec.update(before=_cut(before), after=_cut(after))
+    rec["fix"] = FIXES[rec["likely"]]
+    return rec
+
+
+def _leading_system(msgs: Sequence[Any]) -> list[Any]:
+    out = []
+    for m in msgs:
+        if not (isinstance(m, Mapping) and m.get("role") in ("system", "developer")):
+            break
+        out.append(m)
+    return out
+
+
+def _system_break(rec: dict[str, Any], prev: Sequence[Any], cur: Sequence[Any]) -> dict[str, Any]:
+    """The system prompt was re-rendered: which system message differs, and whether what
+    changed in the prompt's text holds a date, a time or an id."""
+    ps, cs = _leading_system(prev), _leading_system(cur)
+    i = next((k for k, (a, b) in enumerate(zip(ps, cs)) if a != b), min(len(ps), len(cs)))
+    a = ps[i] if i < len(ps) else None
+    b = cs[i] if i < len(cs) else None
+    before, after = changed_span(_text(a) if a is not None else "", _text(b) if b is not None else "")
+    old, new = _core_span("\n".join(_text(m) for m in ps), "\n".join(_text(m) for m in cs))
+    rec.update(
+        index=i, role="system", before=_cut(before), after=_cut(after), system_messages=[len(ps), len(cs)]
+    )
+    rec["likely"] = (
+        "volatile value" if VOLATILE.search(old) or VOLATILE.search(new) else "system prompt edited"
+    )
     rec["fix"] = FIXES[rec["likely"]]
     return rec
 
@@ -221,11 +259,8 @@ def _likely(
         old, new = _core_span(_text(_strip_markers(a)), _text(_strip_markers(b)))
         if _only_volatile(old, new):
             return "volatile value"
-    if cause == "system prompt changed":
-        # a system message that came or went (b or a alone) holding a date or an id: a value
-        # the client adds on some calls only
-        added = _text(b if b is not None else a) if (a is None) != (b is None) else ""
-        return "volatile value" if VOLATILE.search(added) else "system prompt edited"
+    if cause == "system prompt changed":  # without the previous rendering (a restart)
+        return "volatile value" if b is not None and VOLATILE.search(_text(b)) else "system prompt edited"
     if cause == "history rewritten by the caller":
         return "history rewritten"
     return "unknown"

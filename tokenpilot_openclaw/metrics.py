@@ -185,7 +185,11 @@ class _SessionCollector(Collector):
                 fam.add_metric([label], row[field])
             yield fam
         for name, doc, key in (
-            ("tokenpilot_dollars_spent", "Dollars the reported usage cost at the model's list price", "spent"),
+            (
+                "tokenpilot_dollars_spent",
+                "Dollars the reported usage cost at the model's list price",
+                "spent",
+            ),
             (
                 "tokenpilot_dollars_saved",
                 "Dollars the tokens TokenPilot kept out would have cost at the model's list price",
@@ -196,4 +200,6 @@ class _SessionCollector(Collector):
             for label, row in sorted(sums.items()):
                 fam.add_metric([label], round(row[key], 6))
             yield fam
-        yield GaugeMetricFamily("tokenpilot_sessions", "Sessions the proxy (or its shared store) holds", len(sessions))
+        yield GaugeMetricFamily(
+            "tokenpilot_sessions", "Sessions the proxy (or its shared store) holds", len(sessions)
+        )
