@@ -58,7 +58,9 @@ def browser_authorized(request: web.Request, token: str) -> bool:
 def figures(st: SessionStats, prices: Mapping[str, Any]) -> dict[str, Any]:
     """One session's (or a total's) figures, as the page shows them and `/data` returns them."""
     price = prices_for(st.model, prices)
-    spent, saved = spent_and_saved(price, st.prompt_tokens, st.cached_tokens, st.output_tokens, st.tokens_saved)
+    spent, saved = spent_and_saved(
+        price, st.prompt_tokens, st.cached_tokens, st.output_tokens, st.tokens_saved
+    )
     return {
         "model": st.model,
         "priced": price.known,
@@ -149,8 +151,12 @@ def line_chart(
         out.append(f'<line x1="{pad_l}" x2="{width - pad_r}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
         out.append(f'<text x="{pad_l - 4}" y="{y + 4:.1f}" class="ax" text-anchor="end">{label}</text>')
     span = t1 - t0
-    out.append(f'<text x="{pad_l}" y="{height - 6}" class="ax">{time.strftime("%H:%M:%S", time.localtime(t0))}</text>')
-    out.append(f'<text x="{width - pad_r}" y="{height - 6}" class="ax" text-anchor="end">+{span:.0f} s</text>')
+    out.append(
+        f'<text x="{pad_l}" y="{height - 6}" class="ax">{time.strftime("%H:%M:%S", time.localtime(t0))}</text>'
+    )
+    out.append(
+        f'<text x="{width - pad_r}" y="{height - 6}" class="ax" text-anchor="end">+{span:.0f} s</text>'
+    )
     lx = pad_l
     for label, color, ps in lines:
         if ps:
@@ -173,8 +179,13 @@ def charts(points: Sequence[Mapping[str, float]]) -> str:
     )
     hit = line_chart(
         "Cache hit rate (provider usage, cumulative)",
-        [("hit rate", COLORS["hit"], [(p["t"], p["cached_tokens"] / p["prompt_tokens"]) for p in points
-                                      if p["prompt_tokens"]])],  # fmt: skip
+        [
+            (
+                "hit rate",
+                COLORS["hit"],
+                [(p["t"], p["cached_tokens"] / p["prompt_tokens"]) for p in points if p["prompt_tokens"]],
+            )
+        ],
         percent=True,
     )
     events = line_chart(
@@ -306,7 +317,9 @@ class Dashboard:
         for sid, s in sessions.items():
             sent, raw, rate = s["tokens_sent"], s["tokens_raw"], s["hit_rate"]
             cached, prompt, kept = s["cached_tokens"], s["prompt_tokens"], s["tokens_saved"]
-            model = esc(s["model"] or "?") + ("" if s["priced"] else ' <span class="muted">(default prices)</span>')
+            model = esc(s["model"] or "?") + (
+                "" if s["priced"] else ' <span class="muted">(default prices)</span>'
+            )
             rows.append(
                 f'<tr data-session="{esc(sid)}"><td class="sid">{esc(sid)}</td><td>{model}</td>'
                 f"<td>{_v('calls', s['calls'], str(s['calls']))}</td>"
@@ -331,7 +344,9 @@ class Dashboard:
         out = [f'<details data-detail="{esc(sid)}"><summary>{esc(sid)}: breaks and artifacts</summary>']
         out.append(charts(s["series"]))
         if s["breaks"]:
-            out.append("<table class='breaks'><tr><th>call</th><th>likely cause</th><th>first differing message</th><th>what to do</th></tr>")
+            out.append(
+                "<table class='breaks'><tr><th>call</th><th>likely cause</th><th>first differing message</th><th>what to do</th></tr>"
+            )
             for b in reversed(s["breaks"]):
                 role = str(b.get("role", "?"))
                 where = "tool list" if role == "tools" else f"#{b.get('index', '?')} ({esc(role)})"
@@ -344,7 +359,8 @@ class Dashboard:
             out.append("</table>")
         if s["artifacts"]:
             links = " ".join(
-                f'<a href="{PREFIX}/artifact/{esc(a)}?session={esc(sid)}">{esc(a[:16])}</a>' for a in reversed(s["artifacts"])
+                f'<a href="{PREFIX}/artifact/{esc(a)}?session={esc(sid)}">{esc(a[:16])}</a>'
+                for a in reversed(s["artifacts"])
             )
             out.append(f"<p>Artifacts (original beside reduced form): {links}</p>")
         out.append("</details>")
@@ -410,7 +426,9 @@ def artifact_body(sid: str, aid: str, original: str, reduced: str | None) -> str
 
     def pane(title: str, text: str | None, key: str) -> str:
         if text is None:
-            body = '<p class="muted">not in the last rendered prompt (evicted, or the proxy restarted since)</p>'
+            body = (
+                '<p class="muted">not in the last rendered prompt (evicted, or the proxy restarted since)</p>'
+            )
             n = 0
         else:
             n = len(text)
@@ -419,9 +437,13 @@ def artifact_body(sid: str, aid: str, original: str, reduced: str | None) -> str
         return f'<div class="pane"><h2>{title} · {_v(key + "_chars", n, f"{n:,} chars")}</h2>{body}</div>'
 
     head = f'<p><a href="{PREFIX}">← dashboard</a> · session <code>{esc(sid)}</code> · artifact <code>{esc(aid)}</code></p>'
-    return head + '<div class="panes">' + pane("Original", original, "original") + pane(
-        "Sent to the model", reduced, "reduced"
-    ) + "</div>"
+    return (
+        head
+        + '<div class="panes">'
+        + pane("Original", original, "original")
+        + pane("Sent to the model", reduced, "reduced")
+        + "</div>"
+    )
 
 
 PAGE = """<!doctype html>
