@@ -127,8 +127,10 @@ def line_chart(
     width: int = 460,
     height: int = 180,
     percent: bool = False,
+    dashed: bool = False,
 ) -> str:
-    """An SVG chart of (label, color, [(t, value)]) lines against time, with its legend."""
+    """An SVG chart of (label, color, [(t, value)]) lines against time, with its legend;
+    `dashed`: lines after the first are dashed, so counts that coincide stay visible."""
     pad_l, pad_r, pad_t, pad_b = 48, 10, 40, 22
     pts = [p for _, _, ps in lines for p in ps]
     esc = html.escape
@@ -158,10 +160,11 @@ def line_chart(
         f'<text x="{width - pad_r}" y="{height - 6}" class="ax" text-anchor="end">+{span:.0f} s</text>'
     )
     lx = pad_l
-    for label, color, ps in lines:
+    for n, (label, color, ps) in enumerate(lines):
         if ps:
             path = " ".join(xy(t, v) for t, v in ps)
-            out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
+            dash = f' stroke-dasharray="{("", "7 4", "2 3")[min(n, 2)]}"' if dashed and n else ""
+            out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
         out.append(f'<rect x="{lx}" y="22" width="10" height="10" fill="{color}"/>')
         out.append(f'<text x="{lx + 14}" y="31" class="ax">{esc(label)}</text>')
         lx += 14 + 7 * len(label) + 12
@@ -195,6 +198,7 @@ def charts(points: Sequence[Mapping[str, float]]) -> str:
             ("recalls", COLORS["recall"], [(p["t"], p["recalls"]) for p in points]),
             ("breaks", COLORS["break"], [(p["t"], p["prefix_breaks"]) for p in points]),
         ],
+        dashed=True,
     )
     return f'<div class="charts">{tokens}{hit}{events}</div>'
 
@@ -245,9 +249,9 @@ def cards(t: Mapping[str, Any]) -> str:
             _card("Saved", _v("totals.saved_usd", round(t["saved_usd"], 6), _usd(t["saved_usd"])),
                   _v("totals.tokens_saved", t["tokens_saved"], f"{t['tokens_saved']:,}") + " tokens kept out"),
             _card("Calls", _v("totals.calls", t["calls"], f"{t['calls']:,}"),
-                  _v("totals.evictions", t["evictions"], str(t["evictions"])) + " evictions · "
-                  + _v("totals.recalls", t["recalls"], str(t["recalls"])) + " recalls · "
-                  + _v("totals.prefix_breaks", t["prefix_breaks"], str(t["prefix_breaks"])) + " breaks"),
+                  _v("totals.evictions", t["evictions"], str(t["evictions"])) + " eviction(s) · "
+                  + _v("totals.recalls", t["recalls"], str(t["recalls"])) + " recall(s) · "
+                  + _v("totals.prefix_breaks", t["prefix_breaks"], str(t["prefix_breaks"])) + " prefix break(s)"),
         )
     ) + "</div>"  # fmt: skip
 
@@ -269,19 +273,27 @@ class Dashboard:
         return self.proxy._auth_token is not None or self.proxy.settings.list_sessions
 
     def data(self, now: float | None = None) -> dict[str, Any]:
-        """Figures per session (when listed) and in total, with their series."""
+        """Figures per session (when listed) and in total; series of the most recent sessions.
+
+        The totals count every session; the charts draw the `SHOWN_SESSIONS` most recently
+        active ones, so a poll costs the same however many sessions the proxy holds."""
         now = time.time() if now is None else now
         stats = dict(self.proxy.stats)
         rows = {sid: figures(st, self.proxy.prices) for sid, st in stats.items()}
-        series = {sid: [*as_dicts(st.series), dict(zip(POINT, point(st, now)))] for sid, st in stats.items()}
+        seen = self.proxy._last_seen
+        recent = sorted(stats, key=lambda sid: seen.get(sid, 0), reverse=True)[:SHOWN_SESSIONS]
+        series = {
+            sid: [*as_dicts(stats[sid].series), dict(zip(POINT, point(stats[sid], now)))] for sid in recent
+        }
         body: dict[str, Any] = {
             "totals": totals(list(rows.values())),
             "series": total_series(series),
+            "charted_sessions": len(recent),
+            "sessions_total": len(stats),
             "sessions_listed": self.listed,
             "uptime_s": round(now - self.proxy._started, 1),
         }
         if self.listed:
-            recent = sorted(stats, key=lambda sid: self.proxy._last_seen.get(sid, 0), reverse=True)
             body["sessions"] = {
                 sid: {
                     **rows[sid],
@@ -289,13 +301,18 @@ class Dashboard:
                     "breaks": list(stats[sid].breaks),
                     "artifacts": list(stats[sid].artifacts),
                 }
-                for sid in recent[:SHOWN_SESSIONS]
+                for sid in recent
             }
         return body
 
     def render(self) -> str:
         d = self.data()
         parts = [cards(d["totals"]), charts(d["series"])]
+        if d["charted_sessions"] < d["sessions_total"]:
+            parts.append(
+                f'<p class="muted">Charts: the {d["charted_sessions"]} most recently active of '
+                f"{d['sessions_total']} sessions; the figures above count them all.</p>"
+            )
         if d["sessions_listed"]:
             parts.append(self._sessions(d["sessions"]))
         else:
