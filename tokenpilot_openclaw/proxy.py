@@ -837,7 +837,11 @@ class Proxy:
         """Usage totals and a summary; the per-session stats, keyed by session id, only
         behind `--auth-token-env` or with `--list-sessions`: a session's id is all a recall
         needs, so listing ids to any local caller would hand out every session's originals."""
-        sessions = {sid: st.to_dict() for sid, st in sorted(self.stats.items())}
+        # the time series stays out (the dashboard draws it): 120 points a session would weigh here
+        sessions = {
+            sid: {k: v for k, v in st.to_dict().items() if k != "series"}
+            for sid, st in sorted(self.stats.items())
+        }
         totals = SessionStats()
         for st in self.stats.values():
             for name in (*COUNTERS, "prefix_breaks"):
