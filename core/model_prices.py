@@ -17,7 +17,7 @@ from typing import Any
 
 from .pricing import DEFAULT_PRICES, Prices, cost
 
-AS_OF = "2025-09"
+AS_OF = "2025-11"  # the month these list prices were read
 
 
 @dataclass(frozen=True, slots=True)
