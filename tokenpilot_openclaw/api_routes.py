@@ -23,7 +23,7 @@ from tokenpilot import Prepared, TokenPilot
 from tokenpilot.errors import MessageError
 from tokenpilot.messages import tool_name
 
-from . import sse, wire
+from . import sse, timeline, wire
 from .anthropic_api import AnthropicApi
 from .apis import MAX_RECALL_ROUNDS, RECALL_TOOL_NAME, Api, RecallTurns, StreamRelay
 from .pools import PoolBusy
@@ -102,6 +102,7 @@ class ApiRoutes:
         (a recall changes state: the recall gate counts it, and other replicas must see it).
         Runs on the recall pool; when that is full the model is told to try again later."""
         proxy = self.proxy
+        proxy.note_recall(sid)
         try:
             return await proxy.pools.recall.run(
                 lambda: proxy._in_session(sid, lambda: proxy.pilot.execute_recall(arguments, session_id=sid))
@@ -153,6 +154,7 @@ class ApiRoutes:
         else:
             sid = prepared.session_id
         stats = self.proxy.stats[sid]
+        timeline.note_model(stats, body.get("model"))
         self.proxy._dirty.add(sid)
         out = api.upstream_body(body, prepared, sid)
         headers = api.headers(self._upstream_headers(request), request.headers, self.proxy.upstream.api_key)

@@ -20,11 +20,11 @@ from .serve_options import add_serve_arguments
 
 EXTRA = "tokenpilot[openclaw]"
 # what the extra brings; a ModuleNotFoundError naming one of these means "install the extra"
-EXTRA_MODULES = frozenset({"aiohttp", "json5"})
+EXTRA_MODULES = frozenset({"aiohttp", "json5", "prometheus_client"})
 
 
 def register(subparsers: Any) -> None:
-    """Add `serve` and `openclaw {install,doctor}` to a parent CLI's subparsers."""
+    """Add `serve`, `doctor` and `openclaw {install,doctor}` to a parent CLI's subparsers."""
     from .doctor import add_doctor_arguments
     from .install import add_install_arguments
 
@@ -46,6 +46,15 @@ def register(subparsers: Any) -> None:
     d = sub.add_parser("doctor", help="check the config, the proxy's health and whether cache hits come back")
     add_doctor_arguments(d)
     d.set_defaults(func=_lazy("openclaw doctor", "doctor", "run_doctor"))
+
+    from .host_doctor import add_host_doctor_arguments
+
+    hd = subparsers.add_parser(
+        "doctor",
+        help="check Claude Code, Codex or OpenClaw's config, the proxy, cache hits and why prefixes broke",
+    )
+    add_host_doctor_arguments(hd)
+    hd.set_defaults(func=_lazy("doctor", "host_doctor", "run_host_doctor"))
 
 
 def _lazy(command: str, module: str, name: str) -> Callable[[argparse.Namespace], int]:

@@ -403,10 +403,69 @@ def check_stats(stats: dict[str, Any]) -> list[Check]:
         out.append(Check(WARN, "prefix breaks", f"{total} in {broken} session(s); {shown}"))
     if t.get("errors"):
         out.append(Check(WARN, "upstream errors", f"{t['errors']} (see the proxy's log)"))
+    return out + session_checks(sessions or {})
+
+
+SHOWN_SESSIONS = 10
+SHOWN_BREAKS = 5
+
+
+def session_checks(sessions: Mapping[str, Mapping[str, Any]]) -> list[Check]:
+    """Per named session (the busiest first): its cache hit rate from the usage the provider
+    reported, and each of its last prefix breaks with the first differing message, the
+    likely cause and what to do (`breaks.diagnose`, recorded by the proxy)."""
+    out: list[Check] = []
+    busiest = sorted(sessions.items(), key=lambda kv: -int(kv[1].get("calls") or 0))[:SHOWN_SESSIONS]
+    for sid, s in busiest:
+        prompt, cached = int(s.get("prompt_tokens") or 0), int(s.get("cached_tokens") or 0)
+        reports = int(s.get("usage_reports") or 0)
+        rate = f"{100 * cached / prompt:.1f}%" if prompt else "n/a"
+        good = reports < 2 or cached > 0
+        out.append(
+            Check(
+                OK if good else WARN,
+                f"session {sid}",
+                f"{s.get('calls', 0)} calls, cache hit rate {rate} ({cached:,} of {prompt:,} prompt tokens)"
+                + ("" if good else ": no cached tokens came back"),
+            )
+        )
+        for b in (s.get("breaks") or [])[-SHOWN_BREAKS:]:
+            if isinstance(b, Mapping):
+                out.append(break_check(sid, b))
     return out
 
 
+def break_check(sid: str, b: Mapping[str, Any]) -> Check:
+    likely = str(b.get("likely") or "unknown")
+    if b.get("role") == "tools":
+        where = f"tool list [{b.get('before', '')}] -> [{b.get('after', '')}]"
+    else:
+        where = (
+            f"first differing message #{b.get('index', '?')} ({b.get('role', '?')}): "
+            f"{b.get('before', '')!r} -> {b.get('after', '')!r}"
+        )
+    status = OK if likely == "eviction" else WARN
+    return Check(
+        status,
+        f"prefix break in {sid} at call {b.get('call', '?')}",
+        f"likely cause: {likely} ({b.get('cause', '?')}); {where}; what to do: {b.get('fix', '')}",
+    )
+
+
 def run_doctor(args: argparse.Namespace) -> int:
+    checks = openclaw_checks(args)
+    if args.json:
+        print(
+            json.dumps([{"status": c.status, "check": c.what, "detail": c.detail} for c in checks], indent=2)
+        )
+    else:
+        for c in checks:
+            print(c.line())
+    return 1 if any(c.status == FAIL for c in checks) else 0
+
+
+def openclaw_checks(args: argparse.Namespace) -> list[Check]:
+    """Every check of `tokenpilot openclaw doctor` (also `tokenpilot doctor --host openclaw`)."""
     path = config_path(args.config)
     checks: list[Check] = []
     proxy_url, auth_env, service = args.proxy_url, None, None
@@ -440,11 +499,4 @@ def run_doctor(args: argparse.Namespace) -> int:
     if service is not None:
         log_file = serve_option(service.get("args") or [], "--log-file")
         checks += check_log(Path(log_file) if log_file else None)
-    if args.json:
-        print(
-            json.dumps([{"status": c.status, "check": c.what, "detail": c.detail} for c in checks], indent=2)
-        )
-    else:
-        for c in checks:
-            print(c.line())
-    return 1 if any(c.status == FAIL for c in checks) else 0
+    return checks

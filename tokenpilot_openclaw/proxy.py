@@ -34,10 +34,13 @@ from aiohttp import web
 from tokenpilot import ArtifactStore, Config, Prepared, TokenPilot
 from tokenpilot.artifacts import default_store_dir
 from tokenpilot.errors import MessageError, TokenPilotError
+from tokenpilot.model_prices import TABLE, load_price_file
 from tokenpilot.store import LockBusy, Store, StoreUnanswered, is_store_url, open_redis, redact_store_url
 from tokenpilot.store_disk import DiskStore
 
-from . import sse, wire
+from . import sse, timeline, wire
+from .dashboard import Dashboard, browser_authorized
+from .metrics import ProxyMetrics
 from .pools import PoolBusy, Pools
 from .serve_options import (
     DEFAULT_CLIENT_TIMEOUT_S,
@@ -50,6 +53,7 @@ from .serve_options import (
 )
 from .sessions import (
     COUNTERS,
+    NOT_TOTALS,
     SessionStats,
     credential_fingerprint,
     derived_owner,
@@ -103,6 +107,7 @@ class ProxySettings:
     max_connections: int | None = None  # open client connections; None: from the file limit
     recall_workers: int = DEFAULT_RECALL_WORKERS  # threads for recalls (slow: their own pool)
     recall_queue: int = DEFAULT_RECALL_QUEUE  # recalls that may wait for one; more: 503
+    prices_file: Path | None = None  # JSON of model -> $ per million tokens, over the built-in table
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -289,6 +294,9 @@ class Proxy:
         self._save_failed: set[str] = set()  # sessions whose last write failed (logged once)
         self._store_failing: set[str] = set()  # sessions with outputs the store refused (logged once)
         self._last_stable: dict[str, list[Any]] = {}
+        self._last_tools: dict[str, list[str]] = {}  # tool names of the last call: what a break changed
+        self.prices = load_price_file(settings.prices_file) if settings.prices_file else dict(TABLE)
+        self.metrics = ProxyMetrics(self)
         self._flusher: asyncio.Task[None] | None = None
         self._pruner: asyncio.Task[None] | None = None
         self._last_seen: dict[str, float] = {}  # session -> time of its last call here
@@ -399,6 +407,7 @@ class Proxy:
 
     def _note_store_down(self, exc: OSError) -> None:
         """Said once per outage: requests go on with what this process holds."""
+        self.metrics.store_error("store_down")
         if not self._store_down:
             self._store_down = True
             log.error("tokenpilot: session store failed: %s; serving from this process's memory", exc)
@@ -464,6 +473,7 @@ class Proxy:
                 self._stats_base[sid] = data["stats"]
                 self._store_down = False
             except (OSError, TypeError, ValueError) as exc:
+                self.metrics.store_error("state_save")
                 if sid not in self._save_failed:
                     self._save_failed.add(sid)
                     log.error("tokenpilot: could not save session %s (will retry): %s", sid, exc)
@@ -523,6 +533,8 @@ class Proxy:
         app.router.add_get("/tokenpilot/stats", self.stats_view)
         app.router.add_get("/tokenpilot/artifacts/{artifact_id}", self.artifact)
         app.router.add_post("/tokenpilot/tool-result", self.tool_result)
+        app.router.add_get("/metrics", self.metrics.view)
+        Dashboard(self).add_routes(app)
         app.on_startup.append(lambda _app: self.start())
         app.on_cleanup.append(lambda _app: self.close())
         return app
@@ -543,15 +555,26 @@ class Proxy:
     async def _guarded(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        """The bearer token (all but /health; the dashboard's cookie for a browser), and
+        each answer's latency in `/metrics`."""
         if self._auth_token and request.path != "/health":
             given = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {self._auth_token}".encode()):
+            if not hmac.compare_digest(
+                given.encode(), f"Bearer {self._auth_token}".encode()
+            ) and not browser_authorized(request, self._auth_token):
                 return json_error(
                     401,
                     "missing or wrong bearer token for the TokenPilot proxy",
                     type_="authentication_error",
                     code="invalid_proxy_token",
                 )
+        with self.metrics.timed(request) as timing:
+            timing.status = (answer := await self._answer(request, handler)).status
+        return answer
+
+    async def _answer(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         try:
             if request.body_exists:  # read here, so a stalled body never holds a handler
                 limit = self.settings.max_body_bytes
@@ -627,6 +650,7 @@ class Proxy:
         else:
             sid = prepared.session_id
         stats = self.stats[sid]
+        timeline.note_model(stats, body.get("model"))
         self._dirty.add(sid)
 
         out = wire.upstream_body(body, prepared, per_call, sid)
@@ -646,7 +670,8 @@ class Proxy:
             sid = self._derive_session_id(history, headers)
         with self._session_lock(sid):  # across replicas: load newer state, prepare, write back
             self._refresh_or_note(sid)
-            prepared = self.pilot.prepare(history, tools, session_id=sid)
+            with self.metrics.preparing():
+                prepared = self.pilot.prepare(history, tools, session_id=sid)
             self._note_prepared(prepared.session_id, prepared, self._count_call(prepared.session_id))
             self._save(prepared.session_id, refreshed=True)
         return prepared
@@ -752,6 +777,9 @@ class Proxy:
         self._note_store(sid, st.unstored, st.warnings)
         prev = self._last_stable.get(sid)
         self._last_stable[sid] = prepared.stable_messages
+        prev_tools = self._last_tools.get(sid)
+        self._last_tools[sid] = timeline.tool_names(prepared.tools)
+        timeline.note_prepared(stats, prepared, prev, prev_tools)
         if st.prefix_break is None:
             return
         stats.last_prefix_break = st.prefix_break
@@ -954,16 +982,15 @@ class Proxy:
         behind `--auth-token-env` or with `--list-sessions`: a session's id is all a recall
         needs, so listing ids to any local caller would hand out every session's originals."""
         fleet = await asyncio.to_thread(self.fleet_stats)
-        sessions = {sid: st.to_dict() for sid, st in sorted(fleet.items())}
+        # the time series stays out (the dashboard draws it): 120 points a session would weigh here
+        sessions = {
+            sid: {k: v for k, v in st.to_dict().items() if k != "series"} for sid, st in sorted(fleet.items())
+        }
         totals = SessionStats()
         for st in fleet.values():
             for name in (*COUNTERS, "prefix_breaks"):
                 setattr(totals, name, getattr(totals, name) + getattr(st, name))
-        tot = {
-            k: v
-            for k, v in totals.to_dict().items()
-            if not k.startswith("last_") and k not in ("raw_tokens", "sent_tokens")
-        }
+        tot = {k: v for k, v in totals.to_dict().items() if not k.startswith("last_") and k not in NOT_TOTALS}
         listed = self._auth_token is not None or self.settings.list_sessions
         body: dict[str, Any] = {"summary": summarize(sessions), "totals": tot, "sessions_listed": listed}
         if listed:
@@ -1011,6 +1038,7 @@ class Proxy:
         except PoolBusy as exc:  # every recall worker busy, the queue full: come back later
             return busy_error(exc)
         except OSError as exc:  # the store (Redis) is down: say so, the agent may retry
+            self.metrics.store_error("artifact_read")
             log.error("tokenpilot: session %s: could not read artifact %s: %s", sid, aid[:40], exc)
             return json_error(503, f"the artifact store cannot be read: {exc}", type_="server_error",
                               code="store_unavailable")  # fmt: skip
@@ -1026,7 +1054,14 @@ class Proxy:
         if not result.found:
             body["error"] = {"message": result.note, "type": "not_found", "code": "artifact_not_found"}
             return web.json_response(body, status=404)
+        self.note_recall(sid)
         return web.json_response(body)
+
+    def note_recall(self, sid: str) -> None:
+        """An original read back for the session's agent (counted for the dashboard and /metrics)."""
+        stats = self.stats.setdefault(sid, SessionStats())
+        stats.recalls += 1
+        self._dirty.add(sid)
 
     async def tool_result(self, request: web.Request) -> web.Response:
         """Reduce a tool output before the host keeps it (the plugin's tool-result middleware).

@@ -166,6 +166,13 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--flush-interval", type=float, default=30.0, help="seconds between state saves (0: only at shutdown)"
     )
+    p.add_argument(
+        "--prices",
+        type=Path,
+        metavar="FILE",
+        help="JSON of model -> {input, cached_input, output[, cache_write, profile]} in $ per million "
+        "tokens, over the built-in list prices the dashboard and /metrics use",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument(
         "--log-file",

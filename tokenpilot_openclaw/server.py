@@ -66,6 +66,7 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
         max_connections=getattr(args, "max_connections", None),
         recall_workers=getattr(args, "recall_workers", DEFAULT_RECALL_WORKERS),
         recall_queue=getattr(args, "recall_queue", DEFAULT_RECALL_QUEUE),
+        prices_file=getattr(args, "prices", None),
     )
 
 

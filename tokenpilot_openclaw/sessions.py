@@ -46,7 +46,7 @@ import logging
 import re
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from tokenpilot.state_files import StateFiles
@@ -173,6 +173,16 @@ class SessionStats:
     last_prefix_break_detail: str | None = None  # the first differing message, in one line
     last_cached_tokens: int = 0
     last_prompt_tokens: int = 0
+    # for the dashboard, `/metrics` and `tokenpilot doctor` (see `timeline`):
+    model: str | None = None  # the model the session's last call named (prices it)
+    tokens_raw: int = 0  # what the agent would have sent, summed over calls (TokenPilot's count)
+    tokens_sent: int = 0  # what TokenPilot sent instead, summed over calls
+    evictions: int = 0  # calls whose prefix was re-rendered by a deliberate eviction
+    recalls: int = 0  # originals read back (the model's recall_artifact, or the plugin's)
+    store_errors: int = 0  # calls whose outputs the artifact store refused (sent unreduced)
+    series: list[list[float]] = field(default_factory=list)  # bounded: `timeline.SERIES_POINTS`
+    breaks: list[dict[str, Any]] = field(default_factory=list)  # the last `timeline.KEPT_BREAKS`
+    artifacts: list[str] = field(default_factory=list)  # ids of the last `timeline.KEPT_ARTIFACTS`
 
     @property
     def hit_rate(self) -> float:
@@ -202,7 +212,10 @@ class SessionStats:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SessionStats:
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        kept = {k: v for k, v in data.items() if k in names}
+        for name in ("series", "breaks", "artifacts"):  # a state file from an older version lacks them
+            kept[name] = list(kept[name]) if isinstance(kept.get(name), list) else []
+        return cls(**kept)
 
 
 def _int(value: Any) -> int:
@@ -218,7 +231,14 @@ COUNTERS = (
     "cached_tokens",
     "output_tokens",
     "tokens_saved",
+    "tokens_raw",
+    "tokens_sent",
+    "evictions",
+    "recalls",
+    "store_errors",
 )
+# per-session fields that are no total: what `/tokenpilot/stats` leaves out of its totals
+NOT_TOTALS = frozenset({"raw_tokens", "sent_tokens", "model", "series", "breaks", "artifacts"})
 
 
 def merge_stats(

@@ -1,0 +1,44 @@
+"""The dashboard's data without a browser: who sees sessions, and bounded per-session series."""
+
+from __future__ import annotations
+
+import aiohttp
+
+from tokenpilot_openclaw import timeline
+from tokenpilot_openclaw.proxy import ProxySettings
+from tokenpilot_openclaw.server import RunningProxy
+from tokenpilot_openclaw.sessions import SessionStats
+from tokenpilot_openclaw.testing import FakeUpstream
+
+
+async def test_without_token_or_list_sessions_the_dashboard_shows_totals_only(tmp_path):
+    async with FakeUpstream(cache_min_tokens=0, cache_step_tokens=1) as up:
+        settings = ProxySettings(upstream=up.url, port=0, store_dir=tmp_path / "s", state_dir=tmp_path / "t")
+        async with RunningProxy(settings) as proxy, aiohttp.ClientSession() as http:
+            body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}],
+                    "prompt_cache_key": "alice-secret-session"}  # fmt: skip
+            async with http.post(proxy.url + "/v1/chat/completions", json=body) as r:
+                assert r.status == 200
+            async with http.get(proxy.url + "/tokenpilot/dashboard") as r:
+                page = await r.text()
+            assert r.status == 200 and "alice-secret-session" not in page
+            assert 'data-k="totals.calls" data-v="1"' in page and "<script>" in page
+            assert "http://" not in page.replace(proxy.url, "") and "https://" not in page  # nothing fetched
+            async with http.get(proxy.url + "/tokenpilot/dashboard/data") as r:
+                data = await r.json()
+            assert "sessions" not in data and data["totals"]["calls"] == 1
+            async with http.get(
+                proxy.url + "/tokenpilot/dashboard/artifact/art_x", params={"session": "alice-secret-session"}
+            ) as r:
+                assert r.status == 403
+
+
+def test_a_session_series_stays_bounded_and_spans_the_whole_session():
+    stats = SessionStats()
+    for call in range(1, 1001):
+        stats.calls = call
+        timeline.add_point(stats, now=float(call))
+    assert len(stats.series) <= timeline.SERIES_POINTS
+    times = [p[0] for p in stats.series]
+    assert times == sorted(times) and times[0] == 1.0 and times[-1] == 1000.0
+    assert [p[1] for p in stats.series] == [int(t) for t in times]  # each point is that call's totals
