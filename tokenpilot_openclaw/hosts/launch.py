@@ -30,6 +30,11 @@ def healthy(url: str, timeout_s: float = 1.0) -> bool:
         return False
 
 
+def pid_file(log_file: Path) -> Path:
+    """Where the launcher notes the process id of the proxy it started."""
+    return log_file.with_suffix(".pid")
+
+
 def ensure(url: str, serve_args: Sequence[str], log_file: Path, wait_s: float = 20.0) -> bool:
     """The proxy at `url` is up (started now if it was not); False when it did not come up."""
     if healthy(url):
@@ -40,7 +45,7 @@ def ensure(url: str, serve_args: Sequence[str], log_file: Path, wait_s: float = 
         if healthy(url):
             return True
         with open(log_file, "ab") as log:
-            subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
                 [sys.executable, "-m", "tokenpilot_openclaw", "serve", *serve_args],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -48,6 +53,7 @@ def ensure(url: str, serve_args: Sequence[str], log_file: Path, wait_s: float = 
                 start_new_session=True,  # not killed with the hook's process group
                 close_fds=True,
             )
+        pid_file(log_file).write_text(f"{proc.pid}\n")  # who to stop, for a person or a test
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if healthy(url, timeout_s=0.5):
@@ -57,13 +63,18 @@ def ensure(url: str, serve_args: Sequence[str], log_file: Path, wait_s: float = 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="tokenpilot-launch", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="tokenpilot-launch",
+        description=__doc__,
+        usage="%(prog)s URL --log-file PATH [--wait S] -- SERVE-OPTIONS",
+    )
     p.add_argument("url", help="the proxy's base URL, without /v1")
     p.add_argument("--log-file", type=Path, required=True)
     p.add_argument("--wait", type=float, default=20.0)
-    p.add_argument("serve_args", nargs=argparse.REMAINDER, help="after --: the `tokenpilot serve` options")
-    args = p.parse_args(argv)
-    serve_args = args.serve_args[1:] if args.serve_args[:1] == ["--"] else args.serve_args
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)  # after --: the `tokenpilot serve` options
+    args = p.parse_args(argv[:cut])
+    serve_args = argv[cut + 1 :]
     if not ensure(args.url, serve_args, args.log_file, args.wait):
         print(f"tokenpilot: the proxy at {args.url} did not start; see {args.log_file}", file=sys.stderr)
     return 0
