@@ -116,7 +116,7 @@ def test_codex_without_a_config_gets_one_and_loses_it_again(home):
         "http://127.0.0.1:9911/v1"
     )
     assert tp("disable", "codex") == 0
-    assert not config.exists()
+    assert not config.exists() and not config.parent.exists()  # the folder enabling made, too
 
 
 @pytest.mark.parametrize(

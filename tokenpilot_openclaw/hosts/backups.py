@@ -9,6 +9,7 @@ enabling created. Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -33,6 +34,7 @@ class Entry:
     existed: bool
     backup: str | None = None
     mode: int | None = None
+    dirs: list[str] = field(default_factory=list)  # folders enabling creates for it, outermost first
 
 
 @dataclass
@@ -79,7 +81,8 @@ class Backups:
                 mode = path.stat().st_mode & 0o7777
                 manifest.entries.append(Entry(key, True, str(copy), mode))
             else:
-                manifest.entries.append(Entry(key, False))
+                missing = [p for p in reversed(path.absolute().parents) if not p.exists()]
+                manifest.entries.append(Entry(key, False, dirs=[str(p) for p in missing]))
             known.add(key)
             self._save(manifest)  # after each file: an interrupted enable can still be undone
         return manifest
@@ -101,5 +104,8 @@ class Backups:
             elif path.exists():
                 path.unlink()
                 done.append(f"removed {path}")
+            for folder in reversed(e.dirs):  # innermost first; one the user has filled stays
+                with contextlib.suppress(OSError):
+                    Path(folder).rmdir()
         shutil.rmtree(self.dir)
         return done
