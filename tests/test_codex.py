@@ -180,9 +180,12 @@ async def test_a_websocket_upgrade_is_refused_with_426(proxy):
         with pytest.raises(aiohttp.WSServerHandshakeError) as err:
             await s.ws_connect(proxy.url.replace("http://", "ws://") + "/v1/responses")
         assert err.value.status == 426
-        async with s.get(proxy.url + "/v1/responses") as r:
+        upgrade = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13"}
+        async with s.get(proxy.url + "/v1/responses", headers=upgrade) as r:
             assert r.status == 426
             assert (await r.json())["error"]["code"] == "websocket_not_supported"
+        async with s.get(proxy.url + "/v1/responses") as r:
+            assert r.status == 405  # a plain GET is the wrong method, as before
 
 
 async def test_a_client_gone_after_response_completed_is_not_an_error(proxy, fake, caplog, monkeypatch):

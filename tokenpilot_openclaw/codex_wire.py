@@ -78,7 +78,10 @@ def add_to_items(items: list[dict[str, Any]], tool: Mapping[str, Any]) -> list[d
 
 
 async def refuse_websocket(request: web.Request) -> web.Response:
-    """`GET /v1/responses` (a WebSocket upgrade): 426, on which Codex uses HTTP at once."""
+    """`GET /v1/responses`: a WebSocket upgrade gets 426, on which Codex uses HTTP at once;
+    any other GET is the wrong method, as before (405)."""
+    if request.headers.get("Upgrade", "").lower() != "websocket":
+        raise web.HTTPMethodNotAllowed(request.method, ["POST"])
     return web.json_response(
         {
             "error": {
