@@ -13,6 +13,7 @@ references is never dropped.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import tempfile
@@ -248,7 +249,7 @@ def recall_from(
         n = _line_count(text)
         note = f"[tokenpilot: all {n} lines ({len(text):,} chars) of {aid}]"
         return RecallResult(aid, text, True, total_lines=n, note=note)
-    lines = text.splitlines(keepends=True)
+    lines = part_text(text).splitlines(keepends=True)
     total = len(lines)
     past = _past_end(start_line, end_line, total, aid)
     if past is not None:
@@ -298,7 +299,42 @@ def _failures(action: str) -> Iterator[None]:
 
 
 def _line_count(text: str) -> int:
-    return len(text.splitlines())
+    return len(part_text(text).splitlines())
+
+
+# content-part types of chat, Responses and Messages tool results (text ones carry `text`)
+_PART_TYPES = frozenset(
+    {
+        "text",
+        "input_text",
+        "output_text",
+        "refusal",
+        "image_url",
+        "input_image",
+        "image",
+        "input_file",
+        "file",
+        "document",
+    }
+)
+
+
+def part_text(text: str) -> str:
+    """What line ranges and patterns read: the text itself, or for a multi-part tool result
+    (stored as the JSON list of its parts, one line) the text of its text parts, one after
+    another. A whole recall still answers the stored original, byte for byte."""
+    if not text.startswith("[{"):
+        return text
+    try:
+        parts = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(parts, list) or not all(
+        isinstance(p, dict) and p.get("type") in _PART_TYPES for p in parts
+    ):
+        return text
+    texts = [p["text"] for p in parts if isinstance(p.get("text"), str)]
+    return "\n".join(texts) if texts else text
 
 
 def _past_end(start_line: int | None, end_line: int | None, total: int, aid: str) -> str | None:

@@ -252,9 +252,12 @@ class ApiRoutes:
                 resp.release()
             recall = relay.recall_turn() if rounds < max_rounds else None
             if recall is None:
-                for event in relay.flush():
-                    await client.write(event)
-                await client.write_eof()
+                try:
+                    for event in relay.flush():
+                        await client.write(event)
+                    await client.write_eof()
+                except ConnectionResetError:  # Codex closes right after response.completed
+                    log.debug("tokenpilot: client closed the stream after its last event")
                 return client
             out = await turns.continued(out, recall)
             relay.next_turn()

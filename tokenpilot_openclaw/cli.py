@@ -24,7 +24,7 @@ EXTRA_MODULES = frozenset({"aiohttp", "json5", "prometheus_client"})
 
 
 def register(subparsers: Any) -> None:
-    """Add `serve`, `doctor` and `openclaw {install,doctor}` to a parent CLI's subparsers."""
+    """Add `serve`, `doctor`, `enable`/`disable` and `openclaw {install,doctor}` to a parent CLI's subparsers."""
     from .doctor import add_doctor_arguments
     from .install import add_install_arguments
 
@@ -55,6 +55,17 @@ def register(subparsers: Any) -> None:
     )
     add_host_doctor_arguments(hd)
     hd.set_defaults(func=_lazy("doctor", "host_doctor", "run_host_doctor"))
+
+    from .hosts import add_disable_arguments, add_enable_arguments
+
+    e = subparsers.add_parser(
+        "enable", help="route claude-code, codex or openclaw through TokenPilot for good (backed up)"
+    )
+    add_enable_arguments(e)
+    e.set_defaults(func=_lazy("enable", "hosts.enable", "run_enable"))
+    u = subparsers.add_parser("disable", help="restore the host's files as they were before `enable`")
+    add_disable_arguments(u)
+    u.set_defaults(func=_lazy("disable", "hosts.enable", "run_disable"))
 
 
 def _lazy(command: str, module: str, name: str) -> Callable[[argparse.Namespace], int]:

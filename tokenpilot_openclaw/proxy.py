@@ -521,12 +521,14 @@ class Proxy:
     # -- the app ------------------------------------------------------------------
     def app(self) -> web.Application:
         from .api_routes import ApiRoutes  # it builds on this module
+        from .codex_wire import refuse_websocket
 
         api = ApiRoutes(self)
         app = web.Application(client_max_size=self.settings.max_body_bytes, middlewares=[self._middleware])
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/responses", api.responses)
+        app.router.add_get("/v1/responses", refuse_websocket)  # Codex's WebSocket try: 426, use HTTP
         app.router.add_post("/v1/messages", api.messages)
         app.router.add_post("/v1/messages/count_tokens", api.count_tokens)
         app.router.add_get("/health", self.health)

