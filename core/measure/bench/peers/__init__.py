@@ -22,6 +22,7 @@ PEER_METHODS = {
     "headroom": "headroom",
     "headroom_token": "headroom",
     "openclaw_context_pruning": "openclaw_pruning",
+    "lightmem2": "lightmem2",
 }
 
 
