@@ -55,6 +55,7 @@ class RunResult:
     calls: list[CallResult] = field(default_factory=list)
     digests: list[str] = field(default_factory=list, repr=False)  # each request's bytes, hashed
     deterministic: bool | None = None  # a fresh run rendered the same bytes (None: not checked)
+    notes: list[str] = field(default_factory=list)  # a peer's own account: what ran, what could not
 
     def record(self) -> dict[str, Any]:
         """The JSON record (schema in the README)."""
@@ -83,6 +84,7 @@ class RunResult:
             "recalls_charged": sum(x.recall_charged for x in c),
             "side_calls": sum(x.side_calls for x in c),
             **({} if self.deterministic is None else {"deterministic": self.deterministic}),
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
 

@@ -128,6 +128,9 @@ def print_table(
                 highlight=False,
                 markup=False,
             )
+        for r in runs:
+            for note in r.notes:
+                console.print(note, highlight=False, markup=False)
     if legend:
         console.print(LEGEND, highlight=False, markup=False)
 
