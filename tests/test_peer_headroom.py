@@ -167,3 +167,19 @@ def test_cli_methods_can_name_the_peer(tmp_path):
     records = json.loads(out.read_text())
     records = records.get("records", records) if isinstance(records, dict) else records
     assert [r["method"] for r in records] == ["vanilla", "headroom"]
+
+
+def test_bench_records_and_prints_what_ran():
+    """The peer's own account (which transforms ran, which could not) reaches the JSON
+    record and the printed table."""
+    from rich.console import Console
+
+    from tokenpilot.measure.bench import print_table, run_bench
+
+    (result,) = run_bench({"inline": [_session()]}, methods=lambda: [peer.Headroom()])
+    rec = result.record()
+    assert rec["notes"][0].startswith("headroom (cache mode) ran: ")
+    assert any("Kompress" in n for n in rec["notes"])
+    console = Console(record=True, width=100)
+    print_table([result], console)
+    assert "headroom (cache mode) ran: " in console.export_text()

@@ -53,6 +53,9 @@ def run_bench(
                         trace_set=name,
                         on_call=on_call,
                     )
+                    notes = getattr(method, "notes", None)
+                    if notes is not None:  # a peer says which of its transforms ran
+                        result.notes = list(notes())
                     if determinism:
                         again = render_digests(
                             sessions, methods()[k], mode=mode, profile=profile, on_call=on_call

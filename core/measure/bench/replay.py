@@ -55,6 +55,7 @@ class RunResult:
     calls: list[CallResult] = field(default_factory=list)
     digests: list[str] = field(default_factory=list, repr=False)  # each request's bytes, hashed
     deterministic: bool | None = None  # a fresh run rendered the same bytes (None: not checked)
+    notes: list[str] = field(default_factory=list)  # a peer's own account: what ran, what could not
 
     def record(self) -> dict[str, Any]:
         """The JSON record (schema in the README)."""
@@ -83,6 +84,7 @@ class RunResult:
             "recalls_charged": sum(x.recall_charged for x in c),
             "side_calls": sum(x.side_calls for x in c),
             **({} if self.deterministic is None else {"deterministic": self.deterministic}),
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
 
@@ -125,27 +127,33 @@ def jobs(session: Session, mode: str) -> Iterator[_Job]:
 
 
 class _Segments:
-    """Segments per message, memoised by content identity (requests share most messages)."""
+    """Segments per message, memoised by the identity of every value the message holds
+    (requests share most message objects, so this skips re-serialising them).
+
+    The key names each value by `id`, so the memo keeps every one of them alive and
+    checks each with `is` on a hit: an id is only reused once its object is freed,
+    and a kept object is never freed. (Keying on `content` alone let a method whose
+    renders are fresh objects, a proxy's parsed bodies, be handed the segments of
+    another message whose freed `tool_calls` list had the same id.) Values are
+    taken as unchanged while held: a method must not mutate a message it rendered.
+    """
+
+    MAX_ENTRIES = 200_000  # past it the memo starts over (a miss only re-serialises)
 
     def __init__(self, breakpoints: bool) -> None:
         self.breakpoints = breakpoints
-        self._cache: dict[tuple[Any, ...], tuple[Any, list[Segment]]] = {}
+        self._cache: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[Segment]]] = {}
 
     def of(self, msg: Mapping[str, Any], index: int) -> list[Segment]:
-        content = msg.get("content")
-        key = (
-            index == 0,
-            msg.get("role"),
-            id(content),
-            msg.get("tool_call_id"),
-            id(msg.get("tool_calls")),
-            msg.get("name"),
-        )
+        items = tuple(msg.items())
+        key = (index == 0, tuple((k, id(v)) for k, v in items))
         hit = self._cache.get(key)
-        if hit is not None and hit[0] is content:
+        if hit is not None and all(kept is v for kept, (_, v) in zip(hit[0], items, strict=True)):
             return hit[1]
         segs = message_segments(dict(msg), index, breakpoint=self.breakpoints)
-        self._cache[key] = (content, segs)  # holds `content`, so its id is not reused
+        if len(self._cache) >= self.MAX_ENTRIES:
+            self._cache.clear()
+        self._cache[key] = (tuple(v for _, v in items), segs)  # held: no id here is reused
         return segs
 
 

@@ -48,8 +48,10 @@ recoverable  visible, or one recall_artifact call away
 breaks       calls whose cacheable prefix did not extend the previous call's (each re-prefills)
 recalls      calls that paid an extra round trip to recall something hidden (in cost $)
 same         a second run of a fresh method rendered every request byte for byte the same
-methods      keep_last_n: our sketch of the paper's baseline; langchain_*, headroom,
-             openclaw_context_pruning (--peers): those products' own code;
+methods      keep_last_n: our sketch of the paper's baseline; langchain_*, headroom
+             (`headroom proxy`'s default cache mode), headroom_token (its token mode),
+             openclaw_context_pruning, lightmem2 (the paper's own code) (--peers):
+             those products' own code;
              tokenpilot_global: reduction only; tokenpilot: + eviction
              every B = 3 turns; _B1/_B5/_Binf: other batches (inf: never);
              _immediate: evicts finished tasks without checking later use (the paper's ablation)"""
@@ -126,6 +128,9 @@ def print_table(
                 highlight=False,
                 markup=False,
             )
+        for r in runs:
+            for note in r.notes:
+                console.print(note, highlight=False, markup=False)
     if legend:
         console.print(LEGEND, highlight=False, markup=False)
 

@@ -20,7 +20,9 @@ PEER_METHODS = {
     "langchain_clear_30k": "langchain",
     "langchain_summarization": "langchain",
     "headroom": "headroom",
+    "headroom_token": "headroom",
     "openclaw_context_pruning": "openclaw_pruning",
+    "lightmem2": "lightmem2",
 }
 
 

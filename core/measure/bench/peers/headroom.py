@@ -1,4 +1,4 @@
-"""Headroom (`headroom-ai`), run as its own proxy, in-process and offline.
+"""Headroom (`headroom-ai`), run as `headroom proxy` runs it, in-process and offline.
 
 Headroom ships as a proxy: its `/v1/chat/completions` handler freezes the prefix the
 provider has cached, runs `CacheAligner` (off by default) then the `ContentRouter`
@@ -7,19 +7,31 @@ replays the previously forwarded prefix byte for byte, and injects its
 `headroom_retrieve` tool when a compressed output left a CCR marker. That logic lives
 in the handler, not in a library call, so the bench drives the handler itself: a real
 `create_app(ProxyConfig(...))` behind Starlette's TestClient, whose upstream is a
-local stand-in that records the body Headroom forwards and answers like a provider
-(an assistant "ok", and `cached_tokens` for the prefix it shares with the session's
-previous request). The recorded bodies are what gets priced.
+local stand-in that records the body Headroom forwards and reports usage as OpenAI
+does (`prompt_tokens_details.cached_tokens`: the prefix shared with the session's
+previous request, from 1,024 tokens up, in 128-token steps). The recorded bodies are
+what gets priced.
 
-Defaults are the proxy's (`mode="token"`, CCR on, savings profile "coding"), except
-three switches that are not context management and would break a replay: the
-rate limiter (60 requests/min), the response cache (a hit forwards nothing) and
-the hard watchdog (it may exit the process); and Kompress (an ONNX model from
-Hugging Face), which cannot load offline, is switched off with Headroom's own
-`disable_kompress` (left on, each request races a failing background download and
-the output is not reproducible); its fall-through content takes Headroom's non-ML
-path, and `notes()` says so. Everything Headroom would dial out for is refused by its own
-air-gap switch, `HEADROOM_OFFLINE=1`.
+The proxy is configured as the `headroom proxy` command configures it: the same
+`ProxyConfig` its CLI builds at its defaults (the "coding" savings profile, code-aware
+on, CCR on), and the process environment seeded by
+`headroom.agent_savings.seed_proxy_env_defaults()` (the coding profile's per-request
+switches: cross-turn dedupe, read protection, lossless-then-lossy, a 25-char block
+floor...), as `run_server` and `create_app_from_env` do; any `HEADROOM_*` variable
+already set is put aside first, and the environment is restored when the proxy
+stops. Row `headroom` runs the CLI's default `--mode cache` (only the newest delta is
+compressed; the forwarded prefix is frozen); `headroom_token` runs `--mode token`.
+A test checks the forwarded bodies against the real `headroom proxy` process.
+
+Changed from the CLI's defaults, as `headroom proxy` flags a user could pass: no rate
+limiter (`--no-rate-limit`, 60 requests/min), no response cache (`--no-cache`: a hit
+forwards nothing), no Kompress (`--disable-kompress`: an ONNX model from Hugging Face
+that cannot load offline; left on, each request races a failing background download
+and the output is not reproducible; its fall-through content takes Headroom's non-ML
+path, and `notes()` says so), and the hard watchdog off (it may exit the process).
+Everything Headroom would dial out for is refused by its own air-gap switch,
+`HEADROOM_OFFLINE=1`. Code-aware compression needs tree-sitter (`headroom-ai[code]`);
+where it is not installed the real proxy skips it too, and `notes()` says so.
 """
 
 from __future__ import annotations
@@ -49,7 +61,61 @@ def missing() -> str | None:
 
 
 def methods() -> list[Method]:
-    return [Headroom()]
+    """The CLI's default mode (cache), then token mode."""
+    return [Headroom(), Headroom(mode="token", name="headroom_token")]
+
+
+SESSION_HEADER = "x-headroom-session-id"
+
+
+def openai_usage(previous: list[Message], messages: list[Message]) -> dict[str, Any]:
+    """The usage block OpenAI would report for `messages` after `previous` (the same
+    session's last request): prompt tokens, and as `cached_tokens` the whole messages
+    they share from the start, counted only from 1,024 tokens and in 128-token steps."""
+    shared = 0
+    for a, b in zip(previous, messages):
+        if a != b:
+            break
+        shared += message_tokens(a)
+    cached = shared // 128 * 128 if shared >= 1024 else 0
+    prompt = sum(message_tokens(m) for m in messages)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": 1,
+        "total_tokens": prompt + 1,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+def openai_answer(model: Any, usage: dict[str, Any]) -> dict[str, Any]:
+    """The stand-in provider's reply: an assistant "ok" with `usage`."""
+    choice = {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+    return {
+        "id": "bench",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [choice],
+        "usage": usage,
+    }
+
+
+def cli_config(mode: str, upstream: str) -> Any:
+    """The `ProxyConfig` that `headroom proxy --mode <mode> --openai-api-url <upstream>
+    --no-rate-limit --no-cache --disable-kompress` builds, environment unseeded (the
+    CLI reads its config before `run_server` seeds the profile's switches)."""
+    from headroom.proxy.models import ProxyConfig
+
+    return ProxyConfig(
+        openai_api_url=upstream,
+        mode=mode,
+        savings_profile="coding",
+        code_aware_enabled=True,
+        offline=True,
+        rate_limit_enabled=False,
+        cache_enabled=False,
+        disable_kompress=True,
+    )
 
 
 def _offline_env(workspace: str) -> dict[str, str]:
@@ -115,8 +181,9 @@ class _Proxy:
     one replay (a user runs one proxy for all their agents) and shut down when the last
     session closes, so a later replay starts from a fresh proxy."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, mode: str) -> None:
         self.model = model
+        self.mode = mode
         self.users = 0
         self.client: Any = None
         self.app: Any = None
@@ -130,15 +197,23 @@ class _Proxy:
 
     def start(self) -> None:
         import httpx
-        from headroom.proxy.models import ProxyConfig
+        from headroom.agent_savings import seed_proxy_env_defaults
         from headroom.proxy.server import create_app
         from starlette.testclient import TestClient
 
         encoding()  # TokenPilot's tokenizer is chosen before tiktoken's cache dir moves
         self.workspace = tempfile.TemporaryDirectory(prefix="headroom-bench-")
+        for key in [k for k in os.environ if k.startswith("HEADROOM_")]:  # the user's own
+            self.saved_env[key] = os.environ.pop(key)
         for key, value in _offline_env(self.workspace.name).items():
             self.saved_env.setdefault(key, os.environ.get(key))
             os.environ[key] = value
+        config = cli_config(self.mode, "http://upstream.invalid/v1")
+        before = dict(os.environ)
+        seeded = seed_proxy_env_defaults()  # as run_server does, after the CLI built config
+        for key in seeded:
+            self.saved_env.setdefault(key, before.get(key))
+        config.profile_seeded_env_keys = frozenset(seeded)
         log = logging.getLogger("headroom")
         log.setLevel(logging.INFO)
         log.propagate = False  # the proxy logs every request at INFO
@@ -146,14 +221,6 @@ class _Proxy:
         self.quiet = logging.getLogger("httpx2"), logging.getLogger("httpx2").level
         self.quiet[0].setLevel(logging.WARNING)  # the test client logs each request at INFO
         _reset_process_state()
-        config = ProxyConfig(
-            openai_api_url="http://upstream.invalid/v1",
-            rate_limit_enabled=False,
-            cache_enabled=False,
-            # its weights cannot be fetched offline; left on, each request races a
-            # background download attempt and the output is not reproducible
-            disable_kompress=True,
-        )
         self.app = create_app(config)
         self.client = TestClient(self.app)
         self.client.__enter__()  # runs the proxy's startup (compressor preload, warm-up)
@@ -181,39 +248,15 @@ class _Proxy:
         self.previous.clear()
 
     def _upstream(self, request: Any) -> Any:
-        """The provider: records the body, reports the prefix it would have cached."""
+        """The provider: records the body, reports usage as OpenAI would."""
         import httpx
 
         body = json.loads(request.content)
         self.forwarded = body
         messages = body.get("messages") or []
-        prev = self.previous.get(self.current, [])
-        shared = 0
-        for a, b in zip(prev, messages):
-            if a != b:
-                break
-            shared += message_tokens(a)
-        cached = shared // 128 * 128 if shared >= 1024 else 0  # OpenAI's granularity
+        usage = openai_usage(self.previous.get(self.current, []), messages)
         self.previous[self.current] = messages
-        usage = {
-            "prompt_tokens": sum(message_tokens(m) for m in messages),
-            "completion_tokens": 1,
-            "prompt_tokens_details": {"cached_tokens": cached},
-        }
-        usage["total_tokens"] = usage["prompt_tokens"] + 1
-        answer = {"role": "assistant", "content": "ok"}
-        choice = {"index": 0, "message": answer, "finish_reason": "stop"}
-        return httpx.Response(
-            200,
-            json={
-                "id": "bench",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body.get("model"),
-                "choices": [choice],
-                "usage": usage,
-            },
-        )
+        return httpx.Response(200, json=openai_answer(body.get("model"), usage))
 
     def send(
         self, session_id: str, messages: list[Message], tools: list[dict[str, Any]]
@@ -227,7 +270,7 @@ class _Proxy:
         r = self.client.post(
             "/v1/chat/completions",
             json=body,
-            headers={"authorization": "Bearer bench", "x-headroom-session-id": session_id},
+            headers={"authorization": "Bearer bench", SESSION_HEADER: session_id},
         )
         failed = [
             rec.getMessage()
@@ -244,15 +287,17 @@ class _Proxy:
 
 @dataclass(slots=True)
 class Headroom:
-    """Headroom's proxy at its defaults (token mode, CCR on), offline: the request it
-    forwards is the rendered prompt, its `headroom_retrieve` tool included, and every
-    CCR marker it leaves is an original one recall away (charged like TokenPilot's).
+    """Headroom's proxy as `headroom proxy --mode <mode>` runs it (CLI default: cache),
+    offline: the request it forwards is the rendered prompt, its `headroom_retrieve`
+    tool included, and every CCR marker it leaves is an original one recall away
+    (charged like TokenPilot's).
 
     `model` names what the proxy is told it talks to: a window (1M) wider than any
     recorded prompt, so Headroom's context guard never trims, and o200k token counts.
     """
 
     model: str = "gpt-4.1"
+    mode: str = "cache"
     name: str = "headroom"
     kind: ClassVar[str] = "peer"
     _proxy: _Proxy | None = field(default=None, repr=False)
@@ -262,7 +307,7 @@ class Headroom:
 
     def session(self, session_id: str) -> MethodSession:
         if self._proxy is None:
-            self._proxy = _Proxy(self.model)
+            self._proxy = _Proxy(self.model, self.mode)
         if self._proxy.users == 0:
             self._proxy.start()
         self._proxy.users += 1
@@ -276,7 +321,11 @@ class Headroom:
             proxy.stop()
 
     def _skipped(self, proxy: _Proxy) -> dict[str, str]:
+        from headroom.proxy.server import is_tree_sitter_available
+
         out = {"kompress": _NEEDS_WEIGHTS["kompress"] + ": not available offline, disabled"}
+        if not is_tree_sitter_available():  # the real proxy's banner says the same
+            out["code_aware"] = "code-aware: tree-sitter not installed (headroom-ai[code]), not run"
         for rec in proxy.records.records:  # any other transform that fell back says so
             if rec.name.startswith("headroom.transforms.") and rec.levelno >= logging.WARNING:
                 out.setdefault(rec.name, f"{rec.name}: {rec.getMessage()[:160]}")
@@ -286,9 +335,9 @@ class Headroom:
     def notes(self) -> list[str]:
         """Which of Headroom's transforms ran (and on how many requests), which could not."""
         ran = ", ".join(f"{k} ({n}/{self.requests})" for k, n in sorted(self.transforms.items()))
-        lines = [f"headroom ran: {ran or 'no transform (nothing over its thresholds)'}"]
+        lines = [f"{self.name} ({self.mode} mode) ran: {ran or 'no transform (nothing over its thresholds)'}"]
         skipped = self._last_skipped or (self._skipped(self._proxy) if self._proxy else {})
-        lines += [f"headroom skipped: {why}" for why in skipped.values()]
+        lines += [f"{self.name} skipped: {why}" for why in skipped.values()]
         return lines
 
 
