@@ -27,6 +27,7 @@ from .artifacts import RecallResult
 from .config import BULKY_TOOL_FAMILIES, Config
 from .errors import MessageError
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
+from .fingerprint import keep, keep_calls, same, same_calls
 from .ingest import (
     Ingested,
     IngestState,
@@ -132,12 +133,17 @@ class ToolOutputReduction:
 
 @dataclass(slots=True)
 class _Entry:
-    """One history message: how to recognise it again, and its frozen form."""
+    """One history message: how to recognise it again, and its frozen form.
+
+    `content` and the arguments in `calls` are what `fingerprint.keep` leaves of the raw
+    message: the frozen form's own object where they are equal, else a `Digest`; never a
+    second copy of an original the store keeps (a reduced 5 MB output costs its digest).
+    """
 
     role: Any
     content: Any
     name: Any
-    calls: tuple[tuple[str, str], ...] | None  # (name, arguments) of its tool calls
+    calls: tuple[tuple[str, Any], ...] | None  # (name, arguments kept) of its tool calls
     raw_hash: str
     ids: Any  # tool_call_id, or the tuple of tool-call ids, at ingestion
     frozen: Any
@@ -505,9 +511,9 @@ class TokenPilot:
             if entry.live:
                 if (
                     entry.role == msg.get("role")
-                    and entry.content == msg.get("content")
                     and entry.name == msg.get("name")
-                    and entry.calls == _sig_calls(msg)
+                    and same_calls(entry.calls, _sig_calls(msg))
+                    and same(entry.content, msg.get("content"))
                 ):
                     n += 1
                     continue
@@ -515,8 +521,9 @@ class TokenPilot:
             if nesting_exceeds(msg, self.config.max_depth) or not _hashable(msg):
                 break  # refused by the depth check, or passed through as malformed
             if entry.raw_hash == _raw_hash(msg):
-                entry.role, entry.content, entry.name = msg.get("role"), msg.get("content"), msg.get("name")
-                entry.calls, entry.live = _sig_calls(msg), True
+                entry.role, entry.name = msg.get("role"), msg.get("name")
+                entry.content, entry.calls = _kept_fields(msg, entry.frozen)
+                entry.live = True
                 n += 1
                 continue
             break
@@ -628,11 +635,12 @@ class TokenPilot:
                 result = Ingested(dict(msg))
         frozen = result.message
         tokens = _msg_tokens(frozen)
+        content, calls = _kept_fields(msg, frozen)
         return _Entry(
             role,
-            msg.get("content"),
+            content,
             msg.get("name"),
-            _sig_calls(msg),
+            calls,
             _raw_hash(msg),
             _ids(msg),
             frozen,
@@ -1108,6 +1116,12 @@ def _entry_key(e: _Entry) -> str:
     if not e.key:
         e.key = _digest(e.frozen)
     return e.key
+
+
+def _kept_fields(msg: Mapping[str, Any], frozen: Any) -> tuple[Any, Any]:
+    """(content, calls) of `msg` as an entry keeps them to recognise it (`fingerprint.keep`)."""
+    fcontent = frozen.get("content") if isinstance(frozen, Mapping) else None
+    return keep(msg.get("content"), fcontent), keep_calls(_sig_calls(msg), frozen)
 
 
 def _hashable(msg: Mapping[str, Any]) -> bool:
