@@ -313,6 +313,12 @@ class Lifecycle:
             self._ready.append(_Result(delta, upto, keep_from))
 
     @property
+    def busy(self) -> bool:
+        """An estimator run is in flight: its result is in no `to_dict` yet."""
+        fut = self._inflight
+        return fut is not None and not fut.done()
+
+    @property
     def due(self) -> bool:
         """A batch is complete and waits for `run_pending` (schedule "manual")."""
         return self._pending is not None

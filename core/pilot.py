@@ -1086,6 +1086,29 @@ class TokenPilot:
                 s.lifecycle.load_dict(data["lifecycle"])
         return s
 
+    def unload_session(self, session_id: str) -> bool:
+        """Drop a session from memory only (its store lease stays, unlike `close_session`).
+
+        For hosts that keep sessions in a state store: they save `export_session` first
+        and `import_session` it again on the session's next use, which renders the same
+        bytes. Refused (False) while the session holds what no export carries: an
+        original the store refused (kept in memory for its retry, I3), or an estimator
+        run in flight. The caller must keep other calls off the session meanwhile.
+        """
+        s = self._sessions.get(session_id)
+        if s is None:
+            return True
+        with s.lock:
+            lc = s.lifecycle
+            if any(e.unstored for e in s.entries) or getattr(lc, "busy", False):
+                return False
+            with self._lock:
+                if self._sessions.get(session_id) is s:
+                    del self._sessions[session_id]
+        if lc is not None and hasattr(lc, "close"):
+            lc.close()  # its estimator thread, idle (nothing in flight)
+        return True
+
     def close_session(self, session_id: str) -> None:
         self.store.close_session(session_id)
         with self._lock:

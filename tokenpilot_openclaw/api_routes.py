@@ -84,6 +84,7 @@ class ApiRoutes:
         proxy = self.proxy
         sid = sid or proxy._derive_session_id(history, headers)
         with proxy._session_lock(sid):
+            proxy._ensure_resident(sid)  # evicted from memory: read back first
             if proxy.state is not None and proxy.state.shared:
                 proxy._refresh_or_note(sid)
             exported = proxy.pilot.export_session(sid) if sid in proxy.pilot.session_ids else None

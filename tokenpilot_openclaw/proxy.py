@@ -35,6 +35,8 @@ from tokenpilot.store import Store, is_store_url, open_redis, redact_store_url
 from tokenpilot.store_disk import DiskStore
 
 from . import sse, wire
+from .memtrim import Trimmer
+from .residency import Residency
 from .serve_options import DEFAULT_PORT, DEFAULT_UPSTREAM_KEY_ENV, MB, default_state_dir
 from .sessions import (
     COUNTERS,
@@ -76,6 +78,11 @@ class ProxySettings:
     flush_interval_s: float = 30.0
     store_url: str | None = None  # redis://...: originals and state shared by replicas
     prune_interval_s: float = 600.0  # how often the store is brought under its size limit (0: never)
+    # Sessions leave memory (their state stays in the state store, read back at the next
+    # call) once idle this long, or beyond this many, least recently used first. 0: never.
+    # No effect without a state store (`--no-state`): memory is then the only copy.
+    session_idle_s: float = 900.0
+    max_sessions: int = 1000
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -86,6 +93,8 @@ class ProxySettings:
             )
         if self.max_body_bytes <= 0:
             raise ValueError("the request size limit must be positive")
+        if self.session_idle_s < 0 or self.max_sessions < 0:
+            raise ValueError("--session-idle and --max-sessions must be 0 (off) or positive")
 
 
 class SetupError(RuntimeError):
@@ -158,6 +167,14 @@ class Proxy:
         self._pruner: asyncio.Task[None] | None = None
         self._last_seen: dict[str, float] = {}  # session -> time of its last call here
         self._started = time.time()
+        # Sessions in memory by last use; idle ones are evicted (they reload from the state store).
+        self.residency = Residency(
+            settings.session_idle_s if self.state is not None else 0.0,
+            settings.max_sessions if self.state is not None else 0,
+        )
+        self._evictor: asyncio.Task[None] | None = None
+        self.trimmer = Trimmer()  # malloc_trim after huge bodies
+        self._trims: set[asyncio.Task[None]] = set()
 
     # -- lifecycle --------------------------------------------------------------
     def resolve_secrets(self) -> None:
@@ -183,6 +200,8 @@ class Proxy:
             self._flusher = asyncio.create_task(self._flush_periodically())
         if self.settings.prune_interval_s > 0:
             self._pruner = asyncio.create_task(self._prune_periodically())
+        if self.residency.idle_s > 0:
+            self._evictor = asyncio.create_task(self._evict_periodically())
         log.info(
             "tokenpilot: proxy ready, upstream %s, %d session(s) restored",
             redact_url(self.settings.upstream),
@@ -190,7 +209,7 @@ class Proxy:
         )
 
     async def close(self) -> None:
-        for task in (self._flusher, self._pruner):
+        for task in (self._flusher, self._pruner, self._evictor):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -206,8 +225,12 @@ class Proxy:
             for version, data in self.state.load_states():
                 sid = data["id"]
                 try:
-                    if data.get("session") is not None:
+                    cap = self.residency.max_sessions
+                    if data.get("session") is not None and (cap <= 0 or len(self.residency) < cap):
                         self.pilot.import_session(data["session"])
+                        self.residency.touch(sid, time.time())
+                    elif data.get("session") is not None:  # beyond the cap: read at its next call
+                        self.residency.evict(sid)
                     self.stats[sid] = SessionStats.from_dict(data.get("stats") or {})
                     self._versions[sid] = version
                     self._stats_base[sid] = self.stats[sid].to_dict()
@@ -224,8 +247,8 @@ class Proxy:
         One version read per request; the state itself is read only when it moved. The
         single-process store (`shared` False) is never re-read.
         """
-        if self.state is None or not self.state.shared:
-            return
+        if self.state is None or not self.state.shared or sid in self.residency.evicted:
+            return  # an evicted session is read whole at its next use (`_ensure_resident`)
         held = self._versions.get(sid, 0)
         version = self.state.state_version(sid)
         if version == held:
@@ -276,6 +299,8 @@ class Proxy:
             try:
                 if not refreshed:
                     self._refresh(sid)
+                if sid in self.residency.evicted:
+                    return self._save_stats_only(sid)
                 session = self.pilot.export_session(sid) if sid in self.pilot.session_ids else None
                 stats = self.stats.get(sid, SessionStats())
                 data = {"id": sid, "version": 1, "session": session, "stats": stats.to_dict()}
@@ -292,6 +317,87 @@ class Proxy:
             self._save_failed.discard(sid)
             log.info("tokenpilot: session %s saved again", sid)
         return True
+
+    def _save_stats_only(self, sid: str) -> bool:
+        """Under the session lock: new usage of a session evicted from memory (an answer
+        that arrived after the eviction), written beside its stored session, untouched."""
+        assert self.state is not None
+        got = self.state.load_state(sid)
+        if got is None:  # the stored state is gone: nothing to add usage to
+            self.residency.forget(sid)
+            return True
+        version, data = got
+        stored = SessionStats.from_dict(data.get("stats") or {})
+        stats = merge_stats(stored, self.stats.get(sid), self._stats_base.get(sid))
+        out = {**data, "stats": stats.to_dict()}
+        self._versions[sid] = self.state.save_state(sid, out, expect=version if self.state.shared else None)
+        self.stats[sid] = stats
+        self._stats_base[sid] = out["stats"]
+        return True
+
+    # -- sessions in memory ------------------------------------------------------
+    def _ensure_resident(self, sid: str) -> None:
+        """Under the session lock: read an evicted session back from the state store, so
+        the call renders exactly what it would have had the session stayed in memory.
+        `OSError` when the store cannot be read (the call then goes unmanaged)."""
+        if self.state is None:
+            return
+        if sid in self.residency.evicted and sid not in self.pilot.session_ids:
+            got = self.state.load_state(sid)
+            if got is None:
+                log.warning("tokenpilot: session %s: its stored state is gone; it starts over", sid)
+            else:
+                version, data = got
+                if data.get("session") is not None:
+                    self.pilot.import_session(data["session"])
+                stored = SessionStats.from_dict(data.get("stats") or {})
+                self.stats[sid] = merge_stats(stored, self.stats.get(sid), self._stats_base.get(sid))
+                self._stats_base[sid] = stored.to_dict()
+                self._versions[sid] = version
+        self._note_resident(sid)
+
+    def _note_resident(self, sid: str) -> None:
+        """`sid` was just used; tracked only once it holds state (a recall naming an unknown
+        session creates nothing to track)."""
+        if self.state is not None and sid in self.pilot.session_ids:
+            self.residency.touch(sid, time.time())
+
+    def evict(self, sid: str, now: float | None = None, *, force: bool = False) -> bool:
+        """Move one session out of memory: saved first (kept if the save fails), then dropped.
+        Only while still due (`force`: regardless); False when it stayed."""
+        if self.state is None:
+            return False
+        with self._session_lock(sid):
+            if not force and not self.residency.due(sid, time.time() if now is None else now):
+                return False  # used again meanwhile
+            if sid not in self.pilot.session_ids:
+                self.residency.forget(sid)
+                return True
+            if not self._save(sid) or not self.pilot.unload_session(sid):
+                return False  # unsaved, an unstored original or an estimator run: stays for now
+            self.residency.evict(sid)
+            self._dirty.discard(sid)  # just written
+            self._last_stable.pop(sid, None)
+        return True
+
+    def evict_idle(self, now: float | None = None, *, spare: str | None = None) -> int:
+        """Evict the sessions idle too long or beyond the cap; how many left memory."""
+        if not self.residency.enabled:
+            return 0
+        now = time.time() if now is None else now
+        n = 0
+        for sid in self.residency.victims(now, spare=spare):
+            try:
+                n += self.evict(sid, now)
+            except OSError as exc:  # the store's lock (Redis down): try at the next sweep
+                self._note_store_down(exc)
+        return n
+
+    async def _evict_periodically(self) -> None:
+        every = max(min(self.residency.idle_s / 2, 60.0), 0.05)
+        while True:
+            await asyncio.sleep(every)
+            await asyncio.to_thread(self.evict_idle)
 
     async def _flush_periodically(self) -> None:
         while True:
@@ -361,6 +467,9 @@ class Proxy:
                     type_="authentication_error",
                     code="invalid_proxy_token",
                 )
+        huge = self.trimmer.huge(request.content_length)
+        if huge:
+            self.trimmer.begin()
         try:
             return await handler(request)
         except web.HTTPException as exc:
@@ -376,6 +485,15 @@ class Proxy:
                 raise
             message = f"{request.method} {request.path}: {exc.reason}"
             return json_error(exc.status, message, type_=_STATUS_TYPES.get(exc.status, "error"))
+        finally:
+            if huge:  # once the response is out and the request (its body) released
+                task = asyncio.get_running_loop().create_task(self._trim_after())
+                self._trims.add(task)
+                task.add_done_callback(self._trims.discard)
+
+    async def _trim_after(self) -> None:
+        await asyncio.sleep(0.05)  # let aiohttp drop the request, whose body it caches
+        await asyncio.to_thread(self.trimmer.end)
 
     # -- chat completions -------------------------------------------------------
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
@@ -423,10 +541,14 @@ class Proxy:
         if sid is None:
             sid = self._derive_session_id(history, headers)
         with self._session_lock(sid):  # across replicas: load newer state, prepare, write back
+            self._ensure_resident(sid)
             self._refresh_or_note(sid)
             prepared = self.pilot.prepare(history, tools, session_id=sid)
+            self._note_resident(sid)
             self._note_prepared(prepared.session_id, prepared, self._count_call(prepared.session_id))
             self._save(prepared.session_id, refreshed=True)
+        if self.residency.max_sessions and len(self.residency) > self.residency.max_sessions:
+            self.evict_idle(spare=sid)  # beyond the cap: the least recently used leave
         return prepared
 
     def _refresh_or_note(self, sid: str) -> None:
@@ -459,10 +581,17 @@ class Proxy:
         """`fn` under the session lock with the newest state, written back after (a shared
         store only: a recall or tool-result call changes state other replicas must see)."""
         if self.state is None or not self.state.shared:
-            return fn()
+            if self.state is not None:
+                with self._session_lock(sid):
+                    self._ensure_resident(sid)  # a recall counts in its session's state
+            out = fn()
+            self._note_resident(sid)  # `reduce_tool_output` may have started the session
+            return out
         with self._session_lock(sid):
+            self._ensure_resident(sid)
             self._refresh_or_note(sid)
             out = fn()
+            self._note_resident(sid)
             if sid in self.pilot.session_ids:
                 self._save(sid, refreshed=True)
             return out

@@ -43,6 +43,8 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
         models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
         flush_interval_s=args.flush_interval,
         store_url=getattr(args, "store", None) or None,
+        session_idle_s=getattr(args, "session_idle", 900.0),
+        max_sessions=getattr(args, "max_sessions", 1000),
     )
 
 

@@ -1,0 +1,77 @@
+"""Give memory back to the system after huge request bodies.
+
+A 30 MB body becomes bytes, a str and a tree of many small objects while it is parsed
+and prepared. Python frees them when the request ends, but glibc's malloc keeps freed
+heap pages (per-thread arenas, fragmented tops) for reuse: without a trim, a proxy that
+once served a few huge bodies at the same time keeps a gigabyte resident for good.
+`malloc_trim(0)` returns those pages. Elsewhere than glibc it does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger("tokenpilot.openclaw")
+
+HUGE_BODY_BYTES = 4 * 2**20  # a request at least this large is followed by a trim
+
+
+def _load_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        fn = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS, Windows)
+        return None
+    fn.argtypes = [ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_TRIM = _load_trim()
+
+
+def malloc_trim() -> bool:
+    """Return free heap pages to the system; False where glibc's `malloc_trim` is missing."""
+    if _TRIM is None:
+        return False
+    _TRIM(0)
+    return True
+
+
+class Trimmer:
+    """Trims once the last of the huge requests in flight is done.
+
+    Trimming while another huge body is being parsed would only hand back pages it is
+    about to take again, so a burst of them is followed by one trim, not one each.
+    """
+
+    def __init__(self, threshold: int = HUGE_BODY_BYTES) -> None:
+        self.threshold = threshold
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self.trims = 0
+
+    def huge(self, size: int | None) -> bool:
+        return size is not None and size >= self.threshold
+
+    def begin(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+
+    def end(self) -> bool:
+        """One huge request done; trims (blocking: call it off the event loop) when it
+        was the last. Whether a trim ran."""
+        with self._lock:
+            self._in_flight -= 1
+            last = self._in_flight == 0
+        if not last:
+            return False
+        trimmed = malloc_trim()
+        if trimmed:
+            with self._lock:
+                self.trims += 1
+        return trimmed
