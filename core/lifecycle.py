@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -225,7 +225,6 @@ class Lifecycle:
         self._calls = 0
         self._ready: list[_Result] = []
         self._inflight: Future[Any] | None = None
-        self._executor: ThreadPoolExecutor | None = None
         self._segments: list[Segment] = []
         self._drop: set[int] = set()
         self._stubs: dict[int, tuple[dict[str, Any], ...]] = {}
@@ -284,13 +283,26 @@ class Lifecycle:
                 self._pending = job  # a newer batch replaces an unrun older one: its view covers both
                 return
             if self.config.schedule == "background":
-                if self._executor is None:
-                    self._executor = ThreadPoolExecutor(
-                        max_workers=1, thread_name_prefix="tokenpilot-estimator"
-                    )
-                self._inflight = self._executor.submit(self._run, *job)
+                self._inflight = self._start_run(job)
                 return
         self._run(*job)
+
+    def _start_run(self, job: tuple[Any, int, int, int]) -> Future[None]:
+        """Run the estimator on a thread of its own that ends with the run: an idle
+        session holds no thread (a pool per session kept one alive for each, forever)."""
+        fut: Future[None] = Future()
+        fut.set_running_or_notify_cancel()
+
+        def work() -> None:
+            try:
+                self._run(*job)
+            except BaseException as exc:  # _run catches everything; be safe anyway
+                fut.set_exception(exc)
+            else:
+                fut.set_result(None)
+
+        threading.Thread(target=work, name="tokenpilot-estimator").start()
+        return fut
 
     def _run(self, view: Any, upto: int, keep_from: int, generation: int) -> None:
         """Run the estimator (outside the lock) and queue its result for the next view."""
@@ -351,10 +363,8 @@ class Lifecycle:
         return True
 
     def close(self) -> None:
-        """Stop the background thread (waits for a run in flight)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        """Wait for a run in flight (its thread ends with it)."""
+        self.wait()
 
     # -- rendering -----------------------------------------------------------
     def view(self, messages: Sequence[Message]) -> RenderPlan:

@@ -24,6 +24,7 @@ from tokenpilot.messages import tool_name
 from . import sse, wire
 from .anthropic_api import AnthropicApi
 from .apis import MAX_RECALL_ROUNDS, RECALL_TOOL_NAME, Api, RecallTurns, StreamRelay
+from .memtrim import read_body
 from .proxy import Proxy, _StreamBroken, _upstream_chunks, json_error
 from .responses_api import ResponsesApi
 from .sessions import SessionStats
@@ -105,7 +106,7 @@ class ApiRoutes:
         limit = self.proxy.settings.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
-        raw = await request.read()
+        raw = await read_body(request, limit)
         try:
             body = await asyncio.to_thread(api.parse, raw)
             history, tools = api.to_core(body)

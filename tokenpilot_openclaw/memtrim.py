@@ -1,4 +1,5 @@
-"""Give memory back to the system after huge request bodies.
+"""Give memory back to the system after huge request bodies, and hold them no longer
+than their request.
 
 A 30 MB body becomes bytes, a str and a tree of many small objects while it is parsed
 and prepared. Python frees them when the request ends, but glibc's malloc keeps freed
@@ -15,9 +16,29 @@ import logging
 import threading
 from collections.abc import Callable
 
+from aiohttp import web
+
 log = logging.getLogger("tokenpilot.openclaw")
 
 HUGE_BODY_BYTES = 4 * 2**20  # a request at least this large is followed by a trim
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The request body, not cached on the request.
+
+    aiohttp's `request.read()` keeps the bytes on the request object, and a keep-alive
+    connection holds its last request until the next one arrives: six agents that each
+    sent a 30 MB body kept 180 MB alive after their answers. `HTTPRequestEntityTooLarge`
+    past `limit` bytes (a chunked body has no Content-Length to check first).
+    """
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=size)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _load_trim() -> Callable[[int], int] | None:

@@ -35,7 +35,7 @@ from tokenpilot.store import Store, is_store_url, open_redis, redact_store_url
 from tokenpilot.store_disk import DiskStore
 
 from . import sse, wire
-from .memtrim import Trimmer
+from .memtrim import Trimmer, malloc_trim, read_body
 from .residency import Residency
 from .serve_options import DEFAULT_PORT, DEFAULT_UPSTREAM_KEY_ENV, MB, default_state_dir
 from .sessions import (
@@ -173,6 +173,7 @@ class Proxy:
             settings.max_sessions if self.state is not None else 0,
         )
         self._evictor: asyncio.Task[None] | None = None
+        self._evicted_untrimmed = 0
         self.trimmer = Trimmer()  # malloc_trim after huge bodies
         self._trims: set[asyncio.Task[None]] = set()
 
@@ -381,7 +382,11 @@ class Proxy:
         return True
 
     def evict_idle(self, now: float | None = None, *, spare: str | None = None) -> int:
-        """Evict the sessions idle too long or beyond the cap; how many left memory."""
+        """Evict the sessions idle too long or beyond the cap; how many left memory.
+
+        Their many small objects go back to malloc, which keeps the pages: a trim once
+        enough sessions left (every sweep that evicted, or every 64 beyond the cap)
+        returns them to the system."""
         if not self.residency.enabled:
             return 0
         now = time.time() if now is None else now
@@ -391,6 +396,10 @@ class Proxy:
                 n += self.evict(sid, now)
             except OSError as exc:  # the store's lock (Redis down): try at the next sweep
                 self._note_store_down(exc)
+        self._evicted_untrimmed += n
+        if self._evicted_untrimmed and (spare is None or self._evicted_untrimmed >= 64):
+            self._evicted_untrimmed = 0
+            malloc_trim()
         return n
 
     async def _evict_periodically(self) -> None:
@@ -500,11 +509,12 @@ class Proxy:
         limit = self.settings.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
-        raw = await request.read()
+        raw = await read_body(request, limit)
         try:  # any Content-Type: OpenAI's SDKs send JSON, and so does a bare `curl -d`
             body = await asyncio.to_thread(_chat_body, raw)
         except wire.BadRequest as exc:
             return json_error(400, str(exc), type_="invalid_request_error", code=exc.code, param=exc.param)
+        del raw  # parsed: a huge body's bytes go now, not after the upstream's answer
 
         history, per_call = wire.split_per_call(body["messages"])
         sid = resolve_session_id(body, request.headers)
@@ -526,9 +536,11 @@ class Proxy:
         self._dirty.add(sid)
 
         out = wire.upstream_body(body, prepared, per_call, sid)
+        stream, wants_usage = body.get("stream") is True, wire.client_wants_usage(body)
+        del body, history, per_call, prepared  # the client's messages: `out` holds what goes on
         headers = self.upstream.headers(request.headers, forward_authorization=self._auth_token is None)
-        if body.get("stream") is True:
-            return await self._stream(request, out, headers, stats, wire.client_wants_usage(body))
+        if stream:
+            return await self._stream(request, out, headers, stats, wants_usage)
         return await self._complete(out, headers, stats)
 
     def _prepare(
@@ -780,7 +792,12 @@ class Proxy:
 
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response(
-            {"status": "ok", "sessions": len(self.stats), "uptime_s": round(time.time() - self._started, 1)}
+            {
+                "status": "ok",
+                "sessions": len(self.stats),
+                "in_memory": len(self.pilot.session_ids),  # the rest wait in the state store
+                "uptime_s": round(time.time() - self._started, 1),
+            }
         )
 
     async def stats_view(self, request: web.Request) -> web.Response:
@@ -861,7 +878,7 @@ class Proxy:
         call, and the original it had not cut yet is what `recall_artifact` returns.
         """
         try:
-            body = wire.parse_body(await request.read())
+            body = wire.parse_body(await read_body(request, self.settings.max_body_bytes))
         except wire.BadRequest as exc:
             return json_error(400, str(exc), type_="invalid_request_error", code=exc.code)
         if not isinstance(body, dict):
