@@ -72,6 +72,21 @@ def same(kept: Any, value: Any) -> bool:
         return False
 
 
+def digest_to_json(value: Any) -> Any:
+    """A kept value as JSON (for exported sessions): a digest as `{"digest": [kind, size, hex]}`."""
+    if isinstance(value, Digest):
+        return {"digest": [value.kind, value.size, value.sha.hex()]}
+    return value
+
+
+def digest_from_json(value: Any) -> Any:
+    """The inverse of `digest_to_json`; any other value as it is (older exports kept raw values)."""
+    if isinstance(value, dict) and set(value) == {"digest"} and isinstance(value["digest"], list):
+        kind, size, sha = value["digest"]
+        return Digest(str(kind), int(size), bytes.fromhex(sha))
+    return value
+
+
 def keep_calls(calls: tuple[tuple[Any, Any], ...] | None, frozen: Any) -> tuple[tuple[Any, Any], ...] | None:
     """`keep` for each (name, arguments) of a message's tool calls, against the frozen calls."""
     if calls is None:

@@ -27,7 +27,7 @@ from .artifacts import RecallResult
 from .config import BULKY_TOOL_FAMILIES, Config
 from .errors import MessageError
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
-from .fingerprint import keep, keep_calls, same, same_calls
+from .fingerprint import digest_from_json, digest_to_json, keep, keep_calls, same, same_calls
 from .ingest import (
     Ingested,
     IngestState,
@@ -159,7 +159,7 @@ class _Entry:
 
 @dataclass(slots=True)
 class _SystemState:
-    raw: tuple[Any, ...] = ()  # raw leading system contents last seen
+    raw: tuple[Any, ...] = ()  # raw leading system contents last seen, as `fingerprint.keep` leaves them
     stable: tuple[Stabilized, ...] = ()  # frozen at the first call
     current: tuple[Stabilized, ...] = ()  # latest version (for diffs of later changes)
     rendered: list[dict[str, Any]] = field(default_factory=list)
@@ -751,7 +751,11 @@ class TokenPilot:
     # -- system prompt ----------------------------------------------------------
     def _update_system(self, s: Session, system_msgs: list[Mapping[str, Any]], warnings: list[str]) -> None:
         raw = tuple(m.get("content") for m in system_msgs)
-        if s.system.version and raw == s.system.raw:
+        if (
+            s.system.version
+            and len(raw) == len(s.system.raw)
+            and all(same(k, r) for k, r in zip(s.system.raw, raw))
+        ):
             return
         cfg = self.config
         first = s.system.version == 0
@@ -765,10 +769,10 @@ class TokenPilot:
                 warnings.append("the number of leading system messages changed: system prompt re-rendered")
             s.system.stable = stab
             s.system.current = stab
-            s.system.raw = raw
+            s.system.raw = _kept_system(raw, stab)
             self._render_system(s, system_msgs)
             return
-        s.system.raw = raw
+        s.system.raw = _kept_system(raw, stab)
         if [x.text for x in stab] != [x.text for x in s.system.current] or self._values(stab) != self._values(
             s.system.current
         ):
@@ -1000,7 +1004,7 @@ class TokenPilot:
                 ],
                 "state": s.state.to_dict(),
                 "system": {
-                    "raw": list(s.system.raw),
+                    "raw": [digest_to_json(x) for x in s.system.raw],
                     "stable": [[x.text, x.session_values, x.call_values] for x in s.system.stable],
                     "current": [[x.text, x.session_values, x.call_values] for x in s.system.current],
                     "rendered": s.system.rendered,
@@ -1061,7 +1065,7 @@ class TokenPilot:
                         Stabilized(t, tuple(map(tuple, sv)), tuple(map(tuple, cv))) for t, sv, cv in rows
                     )
 
-                s.system.raw = tuple(sysd["raw"])
+                s.system.raw = tuple(digest_from_json(x) for x in sysd["raw"])
                 s.system.stable = stab(sysd["stable"])
                 s.system.current = stab(sysd["current"])
                 s.system.rendered = list(sysd["rendered"])
@@ -1145,6 +1149,13 @@ def _kept_fields(msg: Mapping[str, Any], frozen: Any) -> tuple[Any, Any]:
     """(content, calls) of `msg` as an entry keeps them to recognise it (`fingerprint.keep`)."""
     fcontent = frozen.get("content") if isinstance(frozen, Mapping) else None
     return keep(msg.get("content"), fcontent), keep_calls(_sig_calls(msg), frozen)
+
+
+def _kept_system(raw: tuple[Any, ...], stab: Sequence[Stabilized]) -> tuple[Any, ...]:
+    """The raw system contents as the session keeps them: the stabilised text itself where
+    it equals the raw one (no volatile values), else a digest (the raw prompt is needed
+    only to see whether the next call's differs)."""
+    return tuple(keep(r, st.text) for r, st in zip(raw, stab))
 
 
 def _hashable(msg: Mapping[str, Any]) -> bool:

@@ -112,6 +112,30 @@ def test_digest_matching_sees_any_change_and_no_false_one():
     assert tp.recall(sent_aid, session_id="s").text == changed
 
 
+def test_the_raw_system_prompt_is_kept_as_a_digest_and_changes_are_still_seen():
+    def hist(date: str) -> list[dict[str, Any]]:
+        rules = "\n".join(f"- rule {i}: answer in short sentences" for i in range(400))
+        return [
+            {"role": "system", "content": f"You are an agent.\nCurrent date: {date}\n{rules}"},
+            {"role": "user", "content": "hi"},
+        ]
+
+    tp, ref = (
+        TokenPilot(store=ArtifactStore(), lifecycle=False),
+        TokenPilot(store=ArtifactStore(), lifecycle=False),
+    )
+    for pilot in (tp, ref):
+        pilot.prepare(hist("2026-12-02"), session_id="s")
+    (kept,) = tp.session("s").system.raw
+    assert isinstance(kept, Digest)  # the raw prompt differs from its stabilised text
+    _reload(tp, "s")
+    assert tp.session("s").system.raw == (kept,)
+    for date in ("2026-12-02", "2026-12-03"):  # unchanged, then a new date: as never reloaded
+        p, r = tp.prepare(hist(date), session_id="s"), ref.prepare(hist(date), session_id="s")
+        assert p.messages == r.messages and p.stats.prefix_break is None
+    assert p.messages[-1]["content"].count("2026-12-03") == 1  # the new date went to the tail
+
+
 class FullDisk(ArtifactStore):
     full = True
 

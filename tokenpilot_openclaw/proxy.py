@@ -376,8 +376,7 @@ class Proxy:
                 return True
             if not self._save(sid) or not self.pilot.unload_session(sid):
                 return False  # unsaved, an unstored original or an estimator run: stays for now
-            self.residency.evict(sid)
-            self._dirty.discard(sid)  # just written
+            self.residency.evict(sid)  # still dirty if it was: an answer in flight adds usage
             self._last_stable.pop(sid, None)
         return True
 
