@@ -10,17 +10,20 @@ once served a few huge bodies at the same time keeps a gigabyte resident for goo
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
 log = logging.getLogger("tokenpilot.openclaw")
 
 HUGE_BODY_BYTES = 4 * 2**20  # a request at least this large is followed by a trim
+HUGE_AT_ONCE = 2  # huge bodies parsed and prepared at the same time (the rest wait their turn)
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:
@@ -70,11 +73,24 @@ class Trimmer:
     about to take again, so a burst of them is followed by one trim, not one each.
     """
 
-    def __init__(self, threshold: int = HUGE_BODY_BYTES) -> None:
+    def __init__(self, threshold: int = HUGE_BODY_BYTES, at_once: int = HUGE_AT_ONCE) -> None:
         self.threshold = threshold
         self._lock = threading.Lock()
         self._in_flight = 0
         self.trims = 0
+        self._slots = asyncio.Semaphore(at_once)
+
+    @contextlib.asynccontextmanager
+    async def slot(self, size: int | None) -> AsyncIterator[None]:
+        """For parsing and preparing a body: a huge one waits for one of
+        `at_once` slots. Six 30 MB bodies parsed at once interleave their temporaries
+        with what outlives them, and glibc can then give back little of the peak;
+        the upstream call itself is made outside the slot."""
+        if not self.huge(size):
+            yield
+            return
+        async with self._slots:
+            yield
 
     def huge(self, size: int | None) -> bool:
         return size is not None and size >= self.threshold

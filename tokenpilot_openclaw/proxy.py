@@ -508,24 +508,29 @@ class Proxy:
         limit = self.settings.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
-        raw = await read_body(request, limit)
-        try:  # any Content-Type: OpenAI's SDKs send JSON, and so does a bare `curl -d`
-            body = await asyncio.to_thread(_chat_body, raw)
-        except wire.BadRequest as exc:
-            return json_error(400, str(exc), type_="invalid_request_error", code=exc.code, param=exc.param)
-        del raw  # parsed: a huge body's bytes go now, not after the upstream's answer
+        raw = await read_body(request, limit)  # outside the slot: a slow sender holds none
+        async with self.trimmer.slot(len(raw)):  # huge bodies parsed and prepared a few at a time
+            try:  # any Content-Type: OpenAI's SDKs send JSON, and so does a bare `curl -d`
+                body = await asyncio.to_thread(_chat_body, raw)
+            except wire.BadRequest as exc:
+                return json_error(
+                    400, str(exc), type_="invalid_request_error", code=exc.code, param=exc.param
+                )
+            del raw  # parsed: a huge body's bytes go now, not after the upstream's answer
 
-        history, per_call = wire.split_per_call(body["messages"])
-        sid = resolve_session_id(body, request.headers)
-        prepared: Prepared | None = None
-        try:
-            prepared = await asyncio.to_thread(
-                self._prepare, history, body.get("tools"), sid, request.headers
-            )
-        except MessageError as exc:
-            return json_error(400, str(exc), type_="invalid_request_error", param="messages")
-        except Exception:  # a TokenPilot bug must not stop the agent: forward the request as it came
-            log.exception("tokenpilot: prepare failed for session %s; forwarding the request unchanged", sid)
+            history, per_call = wire.split_per_call(body["messages"])
+            sid = resolve_session_id(body, request.headers)
+            prepared: Prepared | None = None
+            try:
+                prepared = await asyncio.to_thread(
+                    self._prepare, history, body.get("tools"), sid, request.headers
+                )
+            except MessageError as exc:
+                return json_error(400, str(exc), type_="invalid_request_error", param="messages")
+            except Exception:  # a TokenPilot bug must not stop the agent: forward the request as it came
+                log.exception(
+                    "tokenpilot: prepare failed for session %s; forwarding the request unchanged", sid
+                )
         if prepared is None:  # counted here; a prepared call was counted (and saved) by `_prepare`
             sid = sid or "unidentified"
             self._count_call(sid)
