@@ -475,3 +475,26 @@ async def test_a_huge_request_is_followed_by_a_trim(upstream, tmp_path):
         assert rp.proxy.trimmer.trims == (1 if malloc_trim() else 0)
     finally:
         await rp.stop()
+
+
+async def test_huge_bodies_take_turns_and_small_ones_never_wait():
+    t = Trimmer(threshold=10, at_once=1)
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def huge(name: str) -> None:
+        async with t.slot(100):
+            order.append(name)
+            await release.wait()
+
+    first = asyncio.create_task(huge("first"))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(huge("second"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    async with t.slot(5):  # small: no slot needed while both huge ones hold or wait
+        order.append("small")
+    assert order == ["first", "small"]
+    release.set()
+    await asyncio.gather(first, second)
+    assert order == ["first", "small", "second"]
