@@ -23,7 +23,7 @@ from aiohttp import web
 log = logging.getLogger("tokenpilot.openclaw")
 
 HUGE_BODY_BYTES = 4 * 2**20  # a request at least this large is followed by a trim
-HUGE_AT_ONCE = 2  # huge bodies parsed and prepared at the same time (the rest wait their turn)
+HUGE_AT_ONCE = 1  # huge bodies parsed and prepared at the same time (the rest wait their turn)
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:
