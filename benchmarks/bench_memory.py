@@ -334,12 +334,15 @@ async def main_async(args: argparse.Namespace) -> int:
             f"| {body.rss_before / MB:.0f} MB | {body.peak / MB:.0f} MB | {body.rss_after / MB:.0f} MB "
             f"| {body.wall_s:.1f} s |"
         )
-    ok = all(r.per_session <= 2 * r.frozen for r in rows) and (body is None or body.rss_after < 200 * MB)
+    # The target is for idle sessions: those the proxy evicted (the "in memory" row is the
+    # cost of a session still in use, shown for comparison).
+    idle = [r for r in rows if r.name == "idle evicted"]
+    idle_ok = all(r.per_session <= 2 * r.frozen for r in idle)
+    body_ok = body is None or body.rss_after < 200 * MB
     print()
-    print(
-        "targets: RSS per idle session <= 2x its frozen size; RSS after the bodies < 200 MB:",
-        "met" if ok else "MISSED",
-    )
+    print("target RSS per idle session <= 2x its frozen size:", "met" if idle_ok else "MISSED")
+    print("target RSS after the bodies < 200 MB:", "met" if body_ok else "MISSED")
+    ok = idle_ok and body_ok
     return 0 if ok else 1
 
 
