@@ -44,7 +44,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -279,7 +279,6 @@ class Lifecycle:
         self._calls = 0
         self._ready: list[_Result] = []
         self._inflight: Future[Any] | None = None
-        self._executor: ThreadPoolExecutor | None = None
         self._segments: list[Segment] = []
         self._drop: set[int] = set()
         self._stubs: dict[int, tuple[dict[str, Any], ...]] = {}
@@ -346,13 +345,9 @@ class Lifecycle:
                 self._pending = (view, job, self._generation)  # a newer batch replaces an unrun older one
                 return
             if self.config.schedule == "background":
-                if self._executor is None:
-                    self._executor = ThreadPoolExecutor(
-                        max_workers=1, thread_name_prefix="tokenpilot-estimator"
-                    )
                 job.owner, job.lease_until = self.owner, time.time() + self.config.job_lease_s
                 self._job, self._inflight_id = job, job.id
-                self._inflight = self._executor.submit(self._run, view, job, self._generation, True)
+                self._inflight = self._start_run(view, job, self._generation, True)
                 return
             generation = self._generation
         self._run(view, job, generation, False)  # inline: the caller holds the session
@@ -382,6 +377,23 @@ class Lifecycle:
                 self._job = None
                 self._trigger_mark, self._mark_turn = self._covered, None
                 self.stats["estimator_jobs_released"] += 1
+
+    def _start_run(self, *args: Any) -> Future[None]:
+        """Run the estimator on a thread of its own that ends with the run: an idle
+        session holds no thread (a pool per session kept one alive for each, forever)."""
+        fut: Future[None] = Future()
+        fut.set_running_or_notify_cancel()
+
+        def work() -> None:
+            try:
+                self._run(*args)
+            except BaseException as exc:  # _run catches everything; be safe anyway
+                fut.set_exception(exc)
+            else:
+                fut.set_result(None)
+
+        threading.Thread(target=work, name="tokenpilot-estimator").start()
+        return fut
 
     def _run(self, view: Any, job: _Job, generation: int, deliver: bool) -> None:
         """Run the estimator (outside every lock), then hand its result over: to the
@@ -424,6 +436,12 @@ class Lifecycle:
             self._ready.append(_Result(delta, job.upto, job.keep_from))
 
     @property
+    def busy(self) -> bool:
+        """An estimator run is in flight: its result is in no `to_dict` yet."""
+        fut = self._inflight
+        return fut is not None and not fut.done()
+
+    @property
     def due(self) -> bool:
         """A batch is complete and waits for `run_pending` (schedule "manual")."""
         return self._pending is not None
@@ -457,10 +475,8 @@ class Lifecycle:
         return True
 
     def close(self) -> None:
-        """Stop the background thread (waits for a run in flight)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        """Wait for a run in flight (its thread ends with it)."""
+        self.wait()
 
     # -- rendering -----------------------------------------------------------
     def view(self, messages: Sequence[Message]) -> RenderPlan:

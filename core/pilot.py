@@ -29,6 +29,7 @@ from .artifacts import RecallResult
 from .config import BULKY_TOOL_FAMILIES, Config
 from .errors import MessageError
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
+from .fingerprint import digest_from_json, digest_to_json, keep, keep_calls, same, same_calls
 from .ingest import (
     Ingested,
     IngestState,
@@ -136,12 +137,17 @@ class ToolOutputReduction:
 
 @dataclass(slots=True)
 class _Entry:
-    """One history message: how to recognise it again, and its frozen form."""
+    """One history message: how to recognise it again, and its frozen form.
+
+    `content` and the arguments in `calls` are what `fingerprint.keep` leaves of the raw
+    message: the frozen form's own object where they are equal, else a `Digest`; never a
+    second copy of an original the store keeps (a reduced 5 MB output costs its digest).
+    """
 
     role: Any
     content: Any
     name: Any
-    calls: tuple[tuple[str, str], ...] | None  # (name, arguments) of its tool calls
+    calls: tuple[tuple[str, Any], ...] | None  # (name, arguments kept) of its tool calls
     raw_hash: str
     ids: Any  # tool_call_id, or the tuple of tool-call ids, at ingestion
     frozen: Any
@@ -157,7 +163,7 @@ class _Entry:
 
 @dataclass(slots=True)
 class _SystemState:
-    raw: tuple[Any, ...] = ()  # raw leading system contents last seen
+    raw: tuple[Any, ...] = ()  # raw leading system contents last seen, as `fingerprint.keep` leaves them
     stable: tuple[Stabilized, ...] = ()  # frozen at the first call
     current: tuple[Stabilized, ...] = ()  # latest version (for diffs of later changes)
     rendered: list[dict[str, Any]] = field(default_factory=list)
@@ -532,9 +538,9 @@ class TokenPilot:
             if entry.live:
                 if (
                     entry.role == msg.get("role")
-                    and entry.content == msg.get("content")
                     and entry.name == msg.get("name")
-                    and entry.calls == _sig_calls(msg)
+                    and same_calls(entry.calls, _sig_calls(msg))
+                    and same(entry.content, msg.get("content"))
                 ):
                     n += 1
                     continue
@@ -542,8 +548,9 @@ class TokenPilot:
             if nesting_exceeds(msg, self.config.max_depth) or not _hashable(msg):
                 break  # refused by the depth check, or passed through as malformed
             if entry.raw_hash == _raw_hash(msg):
-                entry.role, entry.content, entry.name = msg.get("role"), msg.get("content"), msg.get("name")
-                entry.calls, entry.live = _sig_calls(msg), True
+                entry.role, entry.name = msg.get("role"), msg.get("name")
+                entry.content, entry.calls = _kept_fields(msg, entry.frozen)
+                entry.live = True
                 n += 1
                 continue
             break
@@ -682,11 +689,12 @@ class TokenPilot:
                     )
         frozen = result.message
         tokens = _msg_tokens(frozen)
+        content, calls = _kept_fields(msg, frozen)
         return _Entry(
             role,
-            msg.get("content"),
+            content,
             msg.get("name"),
-            _sig_calls(msg),
+            calls,
             _raw_hash(msg),
             _ids(msg),
             frozen,
@@ -815,7 +823,11 @@ class TokenPilot:
     # -- system prompt ----------------------------------------------------------
     def _update_system(self, s: Session, system_msgs: list[Mapping[str, Any]], warnings: list[str]) -> None:
         raw = tuple(m.get("content") for m in system_msgs)
-        if s.system.version and raw == s.system.raw:
+        if (
+            s.system.version
+            and len(raw) == len(s.system.raw)
+            and all(same(k, r) for k, r in zip(s.system.raw, raw))
+        ):
             return
         cfg = self.config
         first = s.system.version == 0
@@ -829,10 +841,10 @@ class TokenPilot:
                 warnings.append("the number of leading system messages changed: system prompt re-rendered")
             s.system.stable = stab
             s.system.current = stab
-            s.system.raw = raw
+            s.system.raw = _kept_system(raw, stab)
             self._render_system(s, system_msgs)
             return
-        s.system.raw = raw
+        s.system.raw = _kept_system(raw, stab)
         if [x.text for x in stab] != [x.text for x in s.system.current] or self._values(stab) != self._values(
             s.system.current
         ):
@@ -1064,7 +1076,7 @@ class TokenPilot:
                 ],
                 "state": s.state.to_dict(),
                 "system": {
-                    "raw": list(s.system.raw),
+                    "raw": [digest_to_json(x) for x in s.system.raw],
                     "stable": [[x.text, x.session_values, x.call_values] for x in s.system.stable],
                     "current": [[x.text, x.session_values, x.call_values] for x in s.system.current],
                     "rendered": s.system.rendered,
@@ -1125,7 +1137,7 @@ class TokenPilot:
                         Stabilized(t, tuple(map(tuple, sv)), tuple(map(tuple, cv))) for t, sv, cv in rows
                     )
 
-                s.system.raw = tuple(sysd["raw"])
+                s.system.raw = tuple(digest_from_json(x) for x in sysd["raw"])
                 s.system.stable = stab(sysd["stable"])
                 s.system.current = stab(sysd["current"])
                 s.system.rendered = list(sysd["rendered"])
@@ -1149,6 +1161,29 @@ class TokenPilot:
             ):
                 s.lifecycle.load_dict(data["lifecycle"])
         return s
+
+    def unload_session(self, session_id: str) -> bool:
+        """Drop a session from memory only (its store lease stays, unlike `close_session`).
+
+        For hosts that keep sessions in a state store: they save `export_session` first
+        and `import_session` it again on the session's next use, which renders the same
+        bytes. Refused (False) while the session holds what no export carries: an
+        original the store refused (kept in memory for its retry, I3), or an estimator
+        run in flight. The caller must keep other calls off the session meanwhile.
+        """
+        s = self._sessions.get(session_id)
+        if s is None:
+            return True
+        with s.lock:
+            lc = s.lifecycle
+            if any(e.unstored for e in s.entries) or getattr(lc, "busy", False):
+                return False
+            with self._lock:
+                if self._sessions.get(session_id) is s:
+                    del self._sessions[session_id]
+        if lc is not None and hasattr(lc, "close"):
+            lc.close()  # its estimator thread, idle (nothing in flight)
+        return True
 
     def close_session(self, session_id: str) -> None:
         self.store.close_session(session_id)
@@ -1180,6 +1215,19 @@ def _entry_key(e: _Entry) -> str:
     if not e.key:
         e.key = _digest(e.frozen)
     return e.key
+
+
+def _kept_fields(msg: Mapping[str, Any], frozen: Any) -> tuple[Any, Any]:
+    """(content, calls) of `msg` as an entry keeps them to recognise it (`fingerprint.keep`)."""
+    fcontent = frozen.get("content") if isinstance(frozen, Mapping) else None
+    return keep(msg.get("content"), fcontent), keep_calls(_sig_calls(msg), frozen)
+
+
+def _kept_system(raw: tuple[Any, ...], stab: Sequence[Stabilized]) -> tuple[Any, ...]:
+    """The raw system contents as the session keeps them: the stabilised text itself where
+    it equals the raw one (no volatile values), else a digest (the raw prompt is needed
+    only to see whether the next call's differs)."""
+    return tuple(keep(r, st.text) for r, st in zip(raw, stab))
 
 
 def _hashable(msg: Mapping[str, Any]) -> bool:

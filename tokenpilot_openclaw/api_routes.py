@@ -26,6 +26,7 @@ from tokenpilot.messages import tool_name
 from . import sse, timeline, wire
 from .anthropic_api import AnthropicApi
 from .apis import MAX_RECALL_ROUNDS, RECALL_TOOL_NAME, Api, RecallTurns, StreamRelay
+from .memtrim import read_body
 from .pools import PoolBusy
 from .proxy import Proxy, _StreamBroken, _upstream_chunks, internal_error_message, json_error
 from .responses_api import ResponsesApi
@@ -89,6 +90,7 @@ class ApiRoutes:
         proxy = self.proxy
         sid = sid or proxy._derive_session_id(history, headers)
         with proxy._session_lock(sid):
+            proxy._ensure_resident(sid)  # evicted from memory: read back first
             if proxy.state is not None and proxy.state.shared:
                 proxy._refresh_or_note(sid)
             exported = proxy.pilot.export_session(sid) if sid in proxy.pilot.session_ids else None
@@ -117,7 +119,7 @@ class ApiRoutes:
         limit = self.proxy.settings.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
-        raw = await request.read()
+        raw = await read_body(request, limit, self.proxy.settings.client_timeout_s)
         try:
             body = await self.proxy.pools.prepare(functools.partial(api.parse, raw))
             history, tools = api.to_core(body)

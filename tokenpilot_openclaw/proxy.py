@@ -40,8 +40,10 @@ from tokenpilot.store_disk import DiskStore
 
 from . import sse, timeline, wire
 from .dashboard import Dashboard, browser_authorized
+from .memtrim import BodyStalled, Trimmer, malloc_trim, read_body
 from .metrics import ProxyMetrics
 from .pools import PoolBusy, Pools
+from .residency import Residency
 from .serve_options import (
     DEFAULT_CLIENT_TIMEOUT_S,
     DEFAULT_PORT,
@@ -108,6 +110,11 @@ class ProxySettings:
     recall_workers: int = DEFAULT_RECALL_WORKERS  # threads for recalls (slow: their own pool)
     recall_queue: int = DEFAULT_RECALL_QUEUE  # recalls that may wait for one; more: 503
     prices_file: Path | None = None  # JSON of model -> $ per million tokens, over the built-in table
+    # Sessions leave memory (their state stays in the state store, read back at the next
+    # call) once idle this long, or beyond this many, least recently used first. 0: never.
+    # No effect without a state store (`--no-state`): memory is then the only copy.
+    session_idle_s: float = 900.0
+    max_sessions: int = 1000
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -138,6 +145,8 @@ class ProxySettings:
             raise ValueError("--max-connections must be at least 1")
         if self.recall_workers < 1 or self.recall_queue < 0:
             raise ValueError("--recall-workers must be at least 1 and --recall-queue at least 0")
+        if self.session_idle_s < 0 or self.max_sessions < 0:
+            raise ValueError("--session-idle and --max-sessions must be 0 (off) or positive")
 
 
 class SetupError(RuntimeError):
@@ -238,28 +247,6 @@ def busy_error(exc: PoolBusy) -> web.Response:
     return resp
 
 
-async def read_body(request: web.Request, idle_s: float) -> bytes:
-    """The whole request body, or `asyncio.TimeoutError` once the client sent nothing for
-    `idle_s` (a half-sent body). aiohttp has no read timeout of its own; the body is read
-    by `request.read()` (which keeps it for the handler), watched for progress."""
-    seen = request.content.total_bytes
-    reading = asyncio.ensure_future(request.read())
-    try:
-        while True:
-            done, _ = await asyncio.wait({reading}, timeout=idle_s)
-            if done:
-                return reading.result()
-            now = request.content.total_bytes
-            if now == seen:
-                raise asyncio.TimeoutError(f"no body bytes for {idle_s:g} s")
-            seen = now
-    finally:
-        if not reading.done():
-            reading.cancel()
-            with contextlib.suppress(BaseException):
-                await reading
-
-
 # ---------------------------------------------------------------------------
 # The proxy
 # ---------------------------------------------------------------------------
@@ -304,6 +291,15 @@ class Proxy:
         self.pilot.estimate_guard = self._estimate_guard
         self.pools = Pools(recall_workers=settings.recall_workers, recall_queue=settings.recall_queue)
         self.busy: set[object] = set()  # connections (aiohttp protocols) with a request in progress
+        # Sessions in memory by last use; idle ones are evicted (they reload from the state store).
+        self.residency = Residency(
+            settings.session_idle_s if self.state is not None else 0.0,
+            settings.max_sessions if self.state is not None else 0,
+        )
+        self._evictor: asyncio.Task[None] | None = None
+        self._evicted_untrimmed = 0
+        self.trimmer = Trimmer()  # malloc_trim after huge bodies
+        self._trims: set[asyncio.Task[None]] = set()
 
     # -- lifecycle --------------------------------------------------------------
     def resolve_secrets(self) -> None:
@@ -332,6 +328,8 @@ class Proxy:
             self._flusher = asyncio.create_task(self._flush_periodically())
         if self.settings.prune_interval_s > 0:
             self._pruner = asyncio.create_task(self._prune_periodically())
+        if self.residency.idle_s > 0:
+            self._evictor = asyncio.create_task(self._evict_periodically())
         log.info(
             "tokenpilot: proxy ready, upstream %s, %d session(s) restored",
             redact_url(self.settings.upstream),
@@ -339,7 +337,7 @@ class Proxy:
         )
 
     async def close(self) -> None:
-        for task in (self._flusher, self._pruner):
+        for task in (self._flusher, self._pruner, self._evictor):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -358,10 +356,14 @@ class Proxy:
             for version, data in self.state.load_states():
                 sid = data["id"]
                 try:
-                    if data.get("session") is not None:
+                    cap = self.residency.max_sessions
+                    if data.get("session") is not None and (cap <= 0 or len(self.residency) < cap):
                         session = self.pilot.import_session(data["session"])
                         if not self.state.shared and hasattr(session.lifecycle, "release_job"):
                             session.lifecycle.release_job()  # its claimant was this process, before a restart
+                        self.residency.touch(sid, time.time())
+                    elif data.get("session") is not None:  # beyond the cap: read at its next call
+                        self.residency.evict(sid)
                     self.stats[sid] = SessionStats.from_dict(data.get("stats") or {})
                     self._versions[sid] = version
                     self._stats_base[sid] = self.stats[sid].to_dict()
@@ -378,8 +380,8 @@ class Proxy:
         One version read per request; the state itself is read only when it moved. The
         single-process store (`shared` False) is never re-read.
         """
-        if self.state is None or not self.state.shared:
-            return
+        if self.state is None or not self.state.shared or sid in self.residency.evicted:
+            return  # an evicted session is read whole at its next use (`_ensure_resident`)
         held = self._versions.get(sid, 0)
         version = self.state.state_version(sid)
         if version == held:
@@ -453,6 +455,8 @@ class Proxy:
             try:
                 if not refreshed:
                     self._refresh(sid)
+                if sid in self.residency.evicted:
+                    return self._save_stats_only(sid)
                 session = self.pilot.export_session(sid) if sid in self.pilot.session_ids else None
                 stats = self.stats.get(sid, SessionStats())
                 writer = f"{self._writer}:{next(self._writes)}"
@@ -482,6 +486,94 @@ class Proxy:
             self._save_failed.discard(sid)
             log.info("tokenpilot: session %s saved again", sid)
         return True
+
+    def _save_stats_only(self, sid: str) -> bool:
+        """Under the session lock: new usage of a session evicted from memory (an answer
+        that arrived after the eviction), written beside its stored session, untouched."""
+        assert self.state is not None
+        got = self.state.load_state(sid)
+        if got is None:  # the stored state is gone: nothing to add usage to
+            self.residency.forget(sid)
+            return True
+        version, data = got
+        stored = SessionStats.from_dict(data.get("stats") or {})
+        stats = merge_stats(stored, self.stats.get(sid), self._stats_base.get(sid))
+        out = {**data, "stats": stats.to_dict()}
+        self._versions[sid] = self.state.save_state(sid, out, expect=version if self.state.shared else None)
+        self.stats[sid] = stats
+        self._stats_base[sid] = out["stats"]
+        return True
+
+    # -- sessions in memory ------------------------------------------------------
+    def _ensure_resident(self, sid: str) -> None:
+        """Under the session lock: read an evicted session back from the state store, so
+        the call renders exactly what it would have had the session stayed in memory.
+        `OSError` when the store cannot be read (the call then goes unmanaged)."""
+        if self.state is None:
+            return
+        if sid in self.residency.evicted and sid not in self.pilot.session_ids:
+            got = self.state.load_state(sid)
+            if got is None:
+                log.warning("tokenpilot: session %s: its stored state is gone; it starts over", sid)
+            else:
+                version, data = got
+                if data.get("session") is not None:
+                    self.pilot.import_session(data["session"])
+                stored = SessionStats.from_dict(data.get("stats") or {})
+                self.stats[sid] = merge_stats(stored, self.stats.get(sid), self._stats_base.get(sid))
+                self._stats_base[sid] = stored.to_dict()
+                self._versions[sid] = version
+        self._note_resident(sid)
+
+    def _note_resident(self, sid: str) -> None:
+        """`sid` was just used; tracked only once it holds state (a recall naming an unknown
+        session creates nothing to track)."""
+        if self.state is not None and sid in self.pilot.session_ids:
+            self.residency.touch(sid, time.time())
+
+    def evict(self, sid: str, now: float | None = None, *, force: bool = False) -> bool:
+        """Move one session out of memory: saved first (kept if the save fails), then dropped.
+        Only while still due (`force`: regardless); False when it stayed."""
+        if self.state is None:
+            return False
+        with self._session_lock(sid):
+            if not force and not self.residency.due(sid, time.time() if now is None else now):
+                return False  # used again meanwhile
+            if sid not in self.pilot.session_ids:
+                self.residency.forget(sid)
+                return True
+            if not self._save(sid) or not self.pilot.unload_session(sid):
+                return False  # unsaved, an unstored original or an estimator run: stays for now
+            self.residency.evict(sid)  # still dirty if it was: an answer in flight adds usage
+            self._last_stable.pop(sid, None)
+        return True
+
+    def evict_idle(self, now: float | None = None, *, spare: str | None = None) -> int:
+        """Evict the sessions idle too long or beyond the cap; how many left memory.
+
+        Their many small objects go back to malloc, which keeps the pages: a trim once
+        enough sessions left (every sweep that evicted, or every 64 beyond the cap)
+        returns them to the system."""
+        if not self.residency.enabled:
+            return 0
+        now = time.time() if now is None else now
+        n = 0
+        for sid in self.residency.victims(now, spare=spare):
+            try:
+                n += self.evict(sid, now)
+            except OSError as exc:  # the store's lock (Redis down): try at the next sweep
+                self._note_store_down(exc)
+        self._evicted_untrimmed += n
+        if self._evicted_untrimmed and (spare is None or self._evicted_untrimmed >= 64):
+            self._evicted_untrimmed = 0
+            malloc_trim()
+        return n
+
+    async def _evict_periodically(self) -> None:
+        every = max(min(self.residency.idle_s / 2, 60.0), 0.05)
+        while True:
+            await asyncio.sleep(every)
+            await asyncio.to_thread(self.evict_idle)
 
     async def _flush_periodically(self) -> None:
         while True:
@@ -577,16 +669,16 @@ class Proxy:
     async def _answer(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        huge = self.trimmer.huge(request.content_length)
+        if huge:
+            self.trimmer.begin()
         try:
-            if request.body_exists:  # read here, so a stalled body never holds a handler
-                limit = self.settings.max_body_bytes
-                if request.content_length is not None and request.content_length > limit:
-                    raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
-                try:
-                    await read_body(request, self.settings.client_timeout_s)
-                except asyncio.TimeoutError:
-                    return await self._client_timed_out(request)
+            limit = self.settings.max_body_bytes
+            if request.content_length is not None and request.content_length > limit:
+                raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
             return await handler(request)
+        except BodyStalled:  # a handler's read_body: the client stopped sending its body
+            return await self._client_timed_out(request)
         except web.HTTPException as exc:
             if exc.status == 413:
                 limit = self.settings.max_body_bytes
@@ -605,6 +697,15 @@ class Proxy:
                 "tokenpilot: internal error answering %s %s", request.method, request.path, exc_info=exc
             )
             return internal_error(exc)
+        finally:
+            if huge:  # once the response is out and the request (its body) released
+                task = asyncio.get_running_loop().create_task(self._trim_after())
+                self._trims.add(task)
+                task.add_done_callback(self._trims.discard)
+
+    async def _trim_after(self) -> None:
+        await asyncio.sleep(0.05)  # let aiohttp drop the request, whose body it caches
+        await asyncio.to_thread(self.trimmer.end)
 
     async def _client_timed_out(self, request: web.Request) -> web.StreamResponse:
         """408 to a client that stopped sending its body, and the connection closed
@@ -629,23 +730,30 @@ class Proxy:
         limit = self.settings.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
-        raw = await request.read()
-        try:  # any Content-Type: OpenAI's SDKs send JSON, and so does a bare `curl -d`
-            body = await self.pools.prepare(functools.partial(_chat_body, raw))
-        except wire.BadRequest as exc:
-            return json_error(400, str(exc), type_="invalid_request_error", code=exc.code, param=exc.param)
+        # outside the slot: a slow sender holds none
+        raw = await read_body(request, limit, self.settings.client_timeout_s)
+        async with self.trimmer.slot(len(raw)):  # huge bodies parsed and prepared a few at a time
+            try:  # any Content-Type: OpenAI's SDKs send JSON, and so does a bare `curl -d`
+                body = await self.pools.prepare(functools.partial(_chat_body, raw))
+            except wire.BadRequest as exc:
+                return json_error(
+                    400, str(exc), type_="invalid_request_error", code=exc.code, param=exc.param
+                )
+            del raw  # parsed: a huge body's bytes go now, not after the upstream's answer
 
-        history, per_call = wire.split_per_call(body["messages"])
-        sid = resolve_session_id(body, request.headers)
-        prepared: Prepared | None = None
-        try:
-            prepared = await self.pools.prepare(
-                functools.partial(self._prepare, history, body.get("tools"), sid, request.headers)
-            )
-        except MessageError as exc:
-            return json_error(400, str(exc), type_="invalid_request_error", param="messages")
-        except Exception:  # a TokenPilot bug must not stop the agent: forward the request as it came
-            log.exception("tokenpilot: prepare failed for session %s; forwarding the request unchanged", sid)
+            history, per_call = wire.split_per_call(body["messages"])
+            sid = resolve_session_id(body, request.headers)
+            prepared: Prepared | None = None
+            try:
+                prepared = await self.pools.prepare(
+                    functools.partial(self._prepare, history, body.get("tools"), sid, request.headers)
+                )
+            except MessageError as exc:
+                return json_error(400, str(exc), type_="invalid_request_error", param="messages")
+            except Exception:  # a TokenPilot bug must not stop the agent: forward the request as it came
+                log.exception(
+                    "tokenpilot: prepare failed for session %s; forwarding the request unchanged", sid
+                )
         if prepared is None:  # counted here; a prepared call was counted (and saved) by `_prepare`
             sid = sid or "unidentified"
             self._count_call(sid)
@@ -656,9 +764,11 @@ class Proxy:
         self._dirty.add(sid)
 
         out = wire.upstream_body(body, prepared, per_call, sid)
+        stream, wants_usage = body.get("stream") is True, wire.client_wants_usage(body)
+        del body, history, per_call, prepared  # the client's messages: `out` holds what goes on
         headers = self.upstream.headers(request.headers, forward_authorization=self._auth_token is None)
-        if body.get("stream") is True:
-            return await self._stream(request, out, headers, stats, wire.client_wants_usage(body))
+        if stream:
+            return await self._stream(request, out, headers, stats, wants_usage)
         return await self._complete(out, headers, stats)
 
     def _prepare(
@@ -671,11 +781,15 @@ class Proxy:
         if sid is None:
             sid = self._derive_session_id(history, headers)
         with self._session_lock(sid):  # across replicas: load newer state, prepare, write back
+            self._ensure_resident(sid)
             self._refresh_or_note(sid)
             with self.metrics.preparing():
                 prepared = self.pilot.prepare(history, tools, session_id=sid)
+            self._note_resident(sid)
             self._note_prepared(prepared.session_id, prepared, self._count_call(prepared.session_id))
             self._save(prepared.session_id, refreshed=True)
+        if self.residency.max_sessions and len(self.residency) > self.residency.max_sessions:
+            self.evict_idle(spare=sid)  # beyond the cap: the least recently used leave
         return prepared
 
     def _refresh_or_note(self, sid: str) -> None:
@@ -726,10 +840,17 @@ class Proxy:
         """`fn` under the session lock with the newest state, written back after (a shared
         store only: a recall or tool-result call changes state other replicas must see)."""
         if self.state is None or not self.state.shared:
-            return fn()
+            if self.state is not None:
+                with self._session_lock(sid):
+                    self._ensure_resident(sid)  # a recall counts in its session's state
+            out = fn()
+            self._note_resident(sid)  # `reduce_tool_output` may have started the session
+            return out
         with self._session_lock(sid):
+            self._ensure_resident(sid)
             self._refresh_or_note(sid)
             out = fn()
+            self._note_resident(sid)
             if sid in self.pilot.session_ids:
                 self._save(sid, refreshed=True)
             return out
@@ -951,6 +1072,7 @@ class Proxy:
             {
                 "status": "ok",
                 "sessions": len(self.stats),
+                "in_memory": len(self.pilot.session_ids),  # the rest wait in the state store
                 "uptime_s": round(time.time() - self._started, 1),
                 "pid": os.getpid(),  # which worker of `serve --workers` answered
             }
@@ -1074,7 +1196,9 @@ class Proxy:
         call, and the original it had not cut yet is what `recall_artifact` returns.
         """
         try:
-            body = wire.parse_body(await request.read())
+            body = wire.parse_body(
+                await read_body(request, self.settings.max_body_bytes, self.settings.client_timeout_s)
+            )
         except wire.BadRequest as exc:
             return json_error(400, str(exc), type_="invalid_request_error", code=exc.code)
         if not isinstance(body, dict):

@@ -173,6 +173,21 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="JSON of model -> {input, cached_input, output[, cache_write, profile]} in $ per million "
         "tokens, over the built-in list prices the dashboard and /metrics use",
     )
+    p.add_argument(
+        "--session-idle",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="evict a session from memory after this long unused; its state stays in the state "
+        "store and is read back at its next call (default 900; 0: never; no effect with --no-state)",
+    )
+    p.add_argument(
+        "--max-sessions",
+        type=int,
+        default=1000,
+        help="most sessions held in memory; beyond, the least recently used are evicted as with "
+        "--session-idle (default 1000; 0: no cap; no effect with --no-state)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument(
         "--log-file",

@@ -67,6 +67,8 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
         recall_workers=getattr(args, "recall_workers", DEFAULT_RECALL_WORKERS),
         recall_queue=getattr(args, "recall_queue", DEFAULT_RECALL_QUEUE),
         prices_file=getattr(args, "prices", None),
+        session_idle_s=getattr(args, "session_idle", 900.0),
+        max_sessions=getattr(args, "max_sessions", 1000),
     )
 
 
