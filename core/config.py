@@ -18,6 +18,10 @@ from .stabilize import VolatilePattern
 # Order in which passes run on one tool output; any subset may be enabled.
 PASS_ORDER = (
     "image_downsample",
+    "json_arrays",
+    "diff_folding",
+    "search_listing",
+    "log_folding",
     "html_slimming",
     "json_minify",
     "format_cleaning",
@@ -26,6 +30,11 @@ PASS_ORDER = (
     "path_truncation",
     "truncate",
 )
+
+# Passes that cut whole lines of the original and name their line range: they run first,
+# on the text as the tool returned it, and at most one of them applies to an output (a
+# second would number the first one's result, not the original).
+CONTENT_PASSES = frozenset({"json_arrays", "diff_folding", "search_listing", "log_folding"})
 
 # A file read is what the agent will quote back in an edit: keep its text exact
 # (no whitespace or layout rewriting), only strip line-number gutters and images.
@@ -45,6 +54,10 @@ BULKY_TOOL_FAMILIES = frozenset(
 
 DEFAULT_PASSES = (
     "image_downsample",
+    "json_arrays",
+    "diff_folding",
+    "search_listing",
+    "log_folding",
     "html_slimming",
     "json_minify",
     "format_cleaning",

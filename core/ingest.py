@@ -20,16 +20,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._canonical import artifact_id_for, canonical_json, sha256_hex
-from .config import PASS_ORDER, Config
+from .config import CONTENT_PASSES, PASS_ORDER, Config
 from .messages import content_text
 from .passes.base import PassContext, ReductionPass, preview, recall_hint
+from .passes.diff_folding import DiffFolding
 from .passes.format_cleaning import FormatCleaning
 from .passes.format_slimming import FormatSlimming
 from .passes.html import HtmlSlimming
 from .passes.images import ImageDownsample, downsample_image_part
+from .passes.json_arrays import JsonArrays
 from .passes.json_minify import JsonMinify
 from .passes.line_numbers import LineNumberStrip
+from .passes.log_folding import LogFolding
 from .passes.paths import PathTruncation
+from .passes.search_listing import SearchListing
 from .passes.tool_args import ToolArgTruncation
 from .passes.truncate import DEFAULT_LIMITS, Truncation, tool_family
 from .stabilize import RECALL_TOOL_NAME
@@ -141,6 +145,10 @@ class Pipeline:
         )
         self._all: dict[str, ReductionPass] = {
             "image_downsample": self.images,
+            "json_arrays": JsonArrays(),
+            "diff_folding": DiffFolding(),
+            "search_listing": SearchListing(),
+            "log_folding": LogFolding(),
             "html_slimming": HtmlSlimming(),
             "json_minify": JsonMinify(),
             "format_cleaning": FormatCleaning(),
@@ -164,8 +172,10 @@ class Pipeline:
         return [(n, self._all[n]) for n in PASS_ORDER if n in enabled]
 
     def reduce_text(self, text: str, ctx: PassContext) -> tuple[str, tuple[str, ...]]:
-        applied = []
+        applied: list[str] = []
         for name, p in self.passes_for(ctx.tool_name):
+            if name in CONTENT_PASSES and CONTENT_PASSES.intersection(applied):
+                continue  # its line numbers would not be the original's
             try:
                 out = p.apply(text, ctx)
             except Exception:  # a pass must never take the agent down; keep the text as it is
