@@ -172,6 +172,7 @@ class Pipeline:
         return [(n, self._all[n]) for n in PASS_ORDER if n in enabled]
 
     def reduce_text(self, text: str, ctx: PassContext) -> tuple[str, tuple[str, ...]]:
+        source = text
         applied: list[str] = []
         for name, p in self.passes_for(ctx.tool_name):
             if name in CONTENT_PASSES and CONTENT_PASSES.intersection(applied):
@@ -181,6 +182,10 @@ class Pipeline:
             except Exception:  # a pass must never take the agent down; keep the text as it is
                 continue
             if out is not text and out != text:
+                if name == "truncate" and text is not source:
+                    # Still too long after the other passes: preview the original itself, so
+                    # the kept head and tail are its bytes and the marker's lines are its lines.
+                    return p.apply(source, ctx), ("truncate",)
                 applied.append(name)
                 text = out
         return text, tuple(applied)
@@ -264,9 +269,11 @@ def ingest_tool_result(
     text = content
     if looks_binary(text):
         put(original)
+        n = max(1, len(original.splitlines()))
         stub = (
             f"[tokenpilot: binary or undecodable data ({len(text):,} chars, sha256 "
-            f"{sha256_hex(original)[:16]}…) omitted; {recall_hint(aid)}]"
+            f"{sha256_hex(original)[:16]}…) omitted; {recall_hint(aid)}; lines 1–{n} of the original: "
+            f'recall_artifact(artifact_id="{aid}", start_line=1, end_line={n})]'
         )
         return _done(msg, stub, aid, ("binary",), raw_chars, "binary", state, tool)
 

@@ -66,7 +66,7 @@ class DiffFolding:
                     cuts.append((start, end, f"{end - start} unchanged lines"))
                 i = j
                 continue
-            if not ln[:1] in "+-\\":
+            if ln[:1] not in "+-\\":
                 in_hunk = False
             i += 1
         out = fold_runs(lines, cuts, aid)

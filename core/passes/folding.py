@@ -26,8 +26,27 @@ _MARKER = re.compile(r'lines (\d+)–(\d+) of the original: recall_artifact\(art
 
 # Tools whose output is a file's text (reads, and the echo of a write or an edit).
 _CODE_TOOLS = frozenset(
-    {"read", "file_read", "read_file", "view", "cat", "notebook_read", "open", "goto", "scroll_up", "scroll_down"}
-    | {"write", "edit", "multiedit", "write_file", "edit_file", "str_replace_editor", "str_replace_based_edit_tool"}
+    {
+        "read",
+        "file_read",
+        "read_file",
+        "view",
+        "cat",
+        "notebook_read",
+        "open",
+        "goto",
+        "scroll_up",
+        "scroll_down",
+    }
+    | {
+        "write",
+        "edit",
+        "multiedit",
+        "write_file",
+        "edit_file",
+        "str_replace_editor",
+        "str_replace_based_edit_tool",
+    }
 )
 # Commands that print a file's text: what the agent reads there it may quote in an edit.
 _READ_COMMANDS = frozenset({"cat", "head", "tail", "nl", "less", "more", "bat", "sed", "awk", "view", "open"})
