@@ -269,11 +269,9 @@ def ingest_tool_result(
     text = content
     if looks_binary(text):
         put(original)
-        n = max(1, len(original.splitlines()))
         stub = (
             f"[tokenpilot: binary or undecodable data ({len(text):,} chars, sha256 "
-            f"{sha256_hex(original)[:16]}…) omitted; {recall_hint(aid)}; lines 1–{n} of the original: "
-            f'recall_artifact(artifact_id="{aid}", start_line=1, end_line={n})]'
+            f"{sha256_hex(original)[:16]}…) omitted; {recall_hint(aid)}]"
         )
         return _done(msg, stub, aid, ("binary",), raw_chars, "binary", state, tool)
 

@@ -64,6 +64,10 @@ def test_every_cut_line_is_in_a_marker_range_and_recalls_byte_exact(reduced):
         if r.artifact_id is None:
             assert r.text == o.text
             continue
+        if r.passes == ("binary",):  # the whole output is withheld; the stub recalls all of it
+            assert tp.recall(r.artifact_id, session_id=o.session).text == o.text
+            checked += 1
+            continue
         markers = parse_markers(r.text)
         lines = o.text.splitlines(keepends=True)
         shown = {_key(ln) for ln in r.text.splitlines()}
