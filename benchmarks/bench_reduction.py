@@ -5,7 +5,10 @@ through the trace importers) goes through `TokenPilot().reduce_tool_output`, as 
 plugin would send it. Printed per trace set and per tool: count, median and p25 of
 reduced/original chars, the share of the original's non-blank lines kept verbatim in
 the reduced text (line-number prefixes ignored), and how many grew. "non-code-read"
-is every output except file reads (`Read`, `read_file`, ...), which stay exact.
+is every output except file reads by tool name (`Read`, `read_file`, ...), which stay
+exact; "not a file's text" also leaves out what the passes treat as a file's text and
+never fold: shell commands that print a source file (`cat x.py`, `sed -n 1,80p x.py`)
+and the echo of a write or an edit (see `tokenpilot.passes.folding.is_code_read`).
 
     .venv/bin/python benchmarks/bench_reduction.py [TRACES_DIR] [--config-off PASS,...]
 """
@@ -13,6 +16,7 @@ is every output except file reads (`Read`, `read_file`, ...), which stay exact.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -26,6 +30,7 @@ from pathlib import Path
 from tokenpilot import Config, TokenPilot
 from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.measure.traces import load
+from tokenpilot.passes.folding import is_code_read as reads_a_file
 from tokenpilot.passes.truncate import tool_family
 
 GATE = 2200
@@ -68,6 +73,14 @@ def outputs(traces: Path, gate: int = GATE) -> Iterator[Output]:
                     continue
                 name, args = calls.get(str(m.get("tool_call_id")), (str(m.get("name") or ""), ""))
                 yield Output(folder.name, s.id, name, args, content)
+
+
+def _args(arguments: str) -> dict:
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def is_code_read(tool: str) -> bool:
@@ -118,6 +131,9 @@ def measure(traces: Path, cfg: Config) -> dict[str, Row]:
             if not is_code_read(o.tool):
                 rows["non-code-read"].add(o.text, red)
                 rows[f"non-code-read {o.trace_set}"].add(o.text, red)
+            if not reads_a_file(o.tool, _args(o.arguments)):
+                rows["not a file's text"].add(o.text, red)
+                rows[f"not a file's text {o.trace_set}"].add(o.text, red)
     return rows
 
 
@@ -137,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = measure(args.traces, cfg)
     print("| outputs | count | median ratio | p25 | lines kept verbatim | unchanged | grown |")
     print("|---|---|---|---|---|---|---|")
-    order = sorted(rows, key=lambda k: (k != "all", k != "non-code-read", k.split(" ")[0], k))
+    order = sorted(
+        rows, key=lambda k: (k != "all", k != "non-code-read", k.startswith("tool"), k.split(" ")[0], k)
+    )
     for key in order:
         print(rows[key].line(key))
     return 0

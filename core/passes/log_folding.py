@@ -7,7 +7,11 @@ timestamps. A run of at least `min_run` alike lines keeps its first `keep_head` 
 last `keep_tail` lines verbatim; the middle becomes one marker with the count and the
 original line range (`recall_artifact(start_line, end_line)` returns it byte-exact).
 
-Never folded: errors, failures, warnings and assertions (any line naming one), whole
+A block of `min_block` or more lines that repeats an earlier block of the same output
+byte for byte (each test failure printing the same stack trace, each file the same
+deprecation warning) becomes a pointer to the first copy, which is kept whole.
+
+Never folded within a run: errors, failures, warnings and assertions (any line naming one), whole
 tracebacks (from `Traceback (most recent call last)` or a `File "...", line N` frame to
 the exception line), and the last `summary_lines` lines (where the verdict is). Code
 reads (`cat x.py`, `sed -n 1,80p x.py`) are left exact: the agent edits what it read.
@@ -83,6 +87,11 @@ class LogFolding:
     """Lines kept verbatim at the end of a run: where it got to (the last file, the last count)."""
     summary_lines: int = 5
     """The last lines of the output, never folded: exit status, totals, the verdict."""
+    min_block: int = 3
+    """A block of at least this many lines printed again verbatim (the same warning, the
+    same stack trace) is folded into a pointer to its first copy, which stays whole; 0 disables."""
+    max_block: int = 400
+    """Longest block compared at once (bounds the work on hostile input)."""
     min_line_chars: int = 2
     """Blank or near-blank lines never start a run on their own (they separate blocks)."""
 
@@ -97,21 +106,62 @@ class LogFolding:
 
     def _fold(self, text: str, aid: str) -> str:
         lines = original_lines(text)
-        if len(lines) < self.min_run:
+        if len(lines) < min(self.min_run, max(self.min_block, 2)):
             return text
         keep = _protected(lines, self.summary_lines)
+        cuts = self._repeated_blocks(lines) if self.min_block else []
+        taken = [False] * len(lines)
+        for start, end, _ in cuts:
+            for k in range(start, end):
+                taken[k] = True
         keys = [alike_key(ln) for ln in lines]
         head, tail = max(0, self.keep_head), max(0, self.keep_tail)
-        cuts: list[tuple[int, int, str]] = []
         i = 0
         while i < len(lines):
             j = i + 1
-            if not keep[i] and len(keys[i].strip()) >= self.min_line_chars:
-                while j < len(lines) and keys[j] == keys[i] and not keep[j]:
+            if not keep[i] and not taken[i] and len(keys[i].strip()) >= self.min_line_chars:
+                while j < len(lines) and keys[j] == keys[i] and not keep[j] and not taken[j]:
                     j += 1
             if j - i >= max(self.min_run, head + tail + 2):
                 start, end = i + head, j - tail
                 cuts.append((start, end, f"{end - start} more lines like this"))
             i = j
-        out = fold_runs(lines, cuts, aid)
+        out = fold_runs(lines, sorted(cuts), aid)
         return text if out is None else out
+
+    def _repeated_blocks(self, lines: list[str]) -> list[tuple[int, int, str]]:
+        """Blocks of at least `min_block` lines equal, byte for byte, to an earlier block of
+        this output (the same warning or stack trace printed again): the first copy stays."""
+        exact = [ln.rstrip() for ln in lines]
+        seen: dict[str, list[int]] = {}
+        cuts: list[tuple[int, int, str]] = []
+        i = 0
+        while i < len(lines):
+            best_len, best_j = 0, -1
+            if len(exact[i].strip()) >= self.min_line_chars:
+                for j in reversed(seen.get(exact[i], [])[-8:]):  # a few candidates: linear time
+                    n = 0
+                    while (
+                        n < self.max_block
+                        and i + n < len(lines)
+                        and j + n < i
+                        and exact[j + n] == exact[i + n]
+                    ):
+                        n += 1
+                    if n > best_len:
+                        best_len, best_j = n, j
+            while best_len and not exact[i + best_len - 1].strip():
+                best_len -= 1  # a block does not end on a blank line
+            if (
+                best_len >= self.min_block
+                and sum(1 for k in range(i, i + best_len) if exact[k].strip()) >= self.min_block
+            ):
+                what = f"{best_len} lines identical to lines {best_j + 1}–{best_j + best_len}"
+                cuts.append((i, i + best_len, what))
+                for k in range(i, i + best_len):
+                    seen.setdefault(exact[k], []).append(k)
+                i += best_len
+                continue
+            seen.setdefault(exact[i], []).append(i)
+            i += 1
+        return cuts
