@@ -224,3 +224,20 @@ def test_every_pass_is_deterministic_never_larger_stable_with_correct_ranges(tex
             _check_markers(text, out)
     if isinstance(p, JsonArrays) and out is not text:
         json.loads(out)  # still valid JSON
+
+
+def test_log_folding_points_a_repeated_block_at_its_first_copy():
+    names = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta")
+    trace = "".join(f"    at {w}.call (lib/{w}.ex:{k * 7})\n" for k, w in enumerate(names))
+    log = "".join(
+        f"{n}) test case_{n} failed\n** (RuntimeError) no secret_key_base\n{trace}\n" for n in (1, 2, 3)
+    )
+    log += "3 tests, 3 failures\n"
+    out = LogFolding().apply(log, CTX)
+    assert out.count("** (RuntimeError) no secret_key_base") == 1  # the first copy, whole
+    assert (
+        "1) test case_1 failed" in out and "2) test case_2 failed" in out and "3) test case_3 failed" in out
+    )
+    assert "7 lines identical to lines 2–8, lines 11–17 of the original" in out
+    _check_markers(log, out)
+    assert LogFolding(min_block=0).apply(log, CTX) is log
