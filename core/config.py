@@ -74,6 +74,13 @@ class Config:
     # -- ingestion gates ----------------------------------------------------
     trigger_min_chars: int = 2200
     """A tool output shorter than this is never reduced (reduction would cost more than it saves)."""
+    small_json_minify: bool = True
+    """A tool output under `trigger_min_chars` that is one JSON document (or JSON Lines) is
+    still minified, when its tool's passes include `json_minify` and that saves at least
+    `min_saving`: the same JSON value (keys, order, numbers, strings) without the whitespace
+    between tokens. Nothing is cut, so nothing is stored and no footer is added (a footer
+    would cost more than a small output saves). tau-bench's and tau2-bench's outputs are
+    such JSON: about 22% fewer tokens (measured in the README)."""
     max_tool_chars: int = 1200
     """Within a multi-part tool output, only text parts longer than this are reduced."""
 

@@ -130,7 +130,7 @@ class Ingested:
     passes: tuple[str, ...] = ()
     raw_chars: int = 0
     chars: int = 0
-    note: str = ""  # "dedup", "loop", "binary", "gated", "hard_limit", "not_smaller" or ""
+    note: str = ""  # "dedup", "loop", "binary", "gated", "hard_limit", "not_smaller", "small_json" or ""
 
 
 class Pipeline:
@@ -163,6 +163,8 @@ class Pipeline:
             ),
         }
         self._profiles = {k.lower(): v for k, v in cfg.profiles.items()}
+        # Small outputs: every saving counts in tokens (`", "` -> `","` saves more tokens than chars).
+        self._small_json = JsonMinify(min_saving_ratio=cfg.min_saving)
 
     def passes_for(self, tool_name: str) -> list[tuple[str, ReductionPass]]:
         names = self._profiles.get(tool_name.lower())
@@ -189,6 +191,20 @@ class Pipeline:
                 applied.append(name)
                 text = out
         return text, tuple(applied)
+
+    def minify_small(self, text: str, ctx: PassContext) -> str | None:
+        """`text` minified when it is a small JSON output worth it (`small_json_minify`), else None."""
+        if not self.cfg.small_json_minify or not any(
+            n == "json_minify" for n, _ in self.passes_for(ctx.tool_name)
+        ):
+            return None
+        try:
+            out = self._small_json.apply(text, ctx)
+        except Exception:
+            return None
+        if out is text or len(out) > len(text) * (1.0 - self.cfg.min_saving):
+            return None
+        return out
 
     def image_enabled(self, tool_name: str) -> bool:
         return any(n == "image_downsample" for n, _ in self.passes_for(tool_name))
@@ -288,6 +304,11 @@ def ingest_tool_result(
 
     if raw_chars < cfg.trigger_min_chars:
         state.seen_outputs.setdefault(aid, tool)
+        small = pipeline.minify_small(text, ctx)
+        if small is not None:  # the same JSON value, re-encoded: nothing to store or recall
+            frozen = dict(msg)
+            frozen["content"] = small
+            return Ingested(frozen, None, ("json_minify",), raw_chars, len(small), "small_json")
         return Ingested(dict(msg), None, (), raw_chars, raw_chars)
 
     if cfg.dedup and aid in state.seen_outputs and raw_chars - _DEDUP_CHARS >= min_saved_chars:

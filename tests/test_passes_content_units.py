@@ -241,3 +241,43 @@ def test_log_folding_points_a_repeated_block_at_its_first_copy():
     assert "7 lines identical to lines 2–8, lines 11–17 of the original" in out
     _check_markers(log, out)
     assert LogFolding(min_block=0).apply(log, CTX) is log
+
+
+def test_small_json_outputs_are_minified_without_store_or_footer(tmp_path):
+    from tokenpilot.artifacts import ArtifactStore
+
+    doc = json.dumps(
+        {"user_id": "emma_kim_9957", "name": {"first_name": "Emma", "last_name": "Kim"}, "n": [1, 2]}
+    )
+    msgs = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_user_details", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": doc},
+    ]
+    p = TokenPilot(store=ArtifactStore(str(tmp_path)), lifecycle=False).prepare(msgs, session_id="s")
+    got = next(m for m in p.messages if m.get("role") == "tool")["content"]
+    assert json.loads(got) == json.loads(doc) and len(got) < len(doc) and "tokenpilot" not in got
+    assert not p.stats.artifacts
+    off = TokenPilot(
+        Config(small_json_minify=False), store=ArtifactStore(str(tmp_path / "b")), lifecycle=False
+    )
+    assert (
+        next(m for m in off.prepare(msgs, session_id="s").messages if m.get("role") == "tool")["content"]
+        == doc
+    )
+    text = "plain words, not JSON at all"
+    msgs[-1] = {"role": "tool", "tool_call_id": "c1", "content": text}
+    assert (
+        next(
+            m
+            for m in TokenPilot(lifecycle=False).prepare(msgs, session_id="t").messages
+            if m.get("role") == "tool"
+        )["content"]
+        == text
+    )
