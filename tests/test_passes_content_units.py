@@ -228,17 +228,22 @@ def test_every_pass_is_deterministic_never_larger_stable_with_correct_ranges(tex
 
 def test_log_folding_points_a_repeated_block_at_its_first_copy():
     names = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta")
-    trace = "".join(f"    at {w}.call (lib/{w}.ex:{k * 7})\n" for k, w in enumerate(names))
+    trace = "".join(
+        f"    at {w}.call (lib/spotter_web/live/{w}_component.ex:{k * 7}: SpotterWeb.Component.render/1)\n"
+        for k, w in enumerate(names)
+    )
     log = "".join(
         f"{n}) test case_{n} failed\n** (RuntimeError) no secret_key_base\n{trace}\n" for n in (1, 2, 3)
     )
-    log += "3 tests, 3 failures\n"
+    log += "Finished in 0.4 seconds\nload 0.1s, async 0.3s\n3 tests, 3 failures\nRandomized with seed 1\nexit 2\n"
     out = LogFolding().apply(log, CTX)
-    assert out.count("** (RuntimeError) no secret_key_base") == 1  # the first copy, whole
+    assert out.count("** (RuntimeError) no secret_key_base") == 3  # an error stays every time
     assert (
         "1) test case_1 failed" in out and "2) test case_2 failed" in out and "3) test case_3 failed" in out
     )
-    assert "7 lines identical to lines 2–8, lines 11–17 of the original" in out
+    assert out.count("at alpha.call") == 1  # the stack is shown once, in the first failure
+    assert "6 lines identical to lines 3–8, lines 12–17 of the original" in out
+    assert "6 lines identical to lines 3–8, lines 21–26 of the original" in out
     _check_markers(log, out)
     assert LogFolding(min_block=0).apply(log, CTX) is log
 

@@ -8,8 +8,8 @@ last `keep_tail` lines verbatim; the middle becomes one marker with the count an
 original line range (`recall_artifact(start_line, end_line)` returns it byte-exact).
 
 A block of `min_block` or more lines that repeats an earlier block of the same output
-byte for byte (each test failure printing the same stack trace, each file the same
-deprecation warning) becomes a pointer to the first copy, which is kept whole.
+byte for byte becomes a pointer to the first copy, which stays; lines that must stay
+whole (below) are never part of such a block, however often they repeat.
 
 Never folded within a run: errors, failures, warnings and assertions (any line naming one), whole
 tracebacks (from `Traceback (most recent call last)` or a `File "...", line N` frame to
@@ -109,7 +109,7 @@ class LogFolding:
         if len(lines) < min(self.min_run, max(self.min_block, 2)):
             return text
         keep = _protected(lines, self.summary_lines)
-        cuts = self._repeated_blocks(lines) if self.min_block else []
+        cuts = self._repeated_blocks(lines, keep) if self.min_block else []
         taken = [False] * len(lines)
         for start, end, _ in cuts:
             for k in range(start, end):
@@ -129,9 +129,11 @@ class LogFolding:
         out = fold_runs(lines, sorted(cuts), aid)
         return text if out is None else out
 
-    def _repeated_blocks(self, lines: list[str]) -> list[tuple[int, int, str]]:
+    def _repeated_blocks(self, lines: list[str], keep: list[bool]) -> list[tuple[int, int, str]]:
         """Blocks of at least `min_block` lines equal, byte for byte, to an earlier block of
-        this output (the same warning or stack trace printed again): the first copy stays."""
+        this output (the same progress or listing printed again): the first copy stays.
+        A block never takes in a line that must stay whole (`keep`): errors, warnings and
+        tracebacks are kept every time they are printed."""
         exact = [ln.rstrip() for ln in lines]
         seen: dict[str, list[int]] = {}
         cuts: list[tuple[int, int, str]] = []
@@ -139,13 +141,14 @@ class LogFolding:
         while i < len(lines):
             best_len, best_j = 0, -1
             if len(exact[i].strip()) >= self.min_line_chars:
-                for j in reversed(seen.get(exact[i], [])[-8:]):  # a few candidates: linear time
+                for j in seen.get(exact[i], [])[:8]:  # the earliest copies (shown whole); few: linear time
                     n = 0
                     while (
                         n < self.max_block
                         and i + n < len(lines)
                         and j + n < i
                         and exact[j + n] == exact[i + n]
+                        and not keep[i + n]
                     ):
                         n += 1
                     if n > best_len:
