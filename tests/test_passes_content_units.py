@@ -265,13 +265,12 @@ def test_small_json_outputs_are_minified_without_store_or_footer(tmp_path):
         },
         {"role": "tool", "tool_call_id": "c1", "content": doc},
     ]
-    p = TokenPilot(store=ArtifactStore(str(tmp_path)), lifecycle=False).prepare(msgs, session_id="s")
+    on = Config(small_json_minify=True)
+    p = TokenPilot(on, store=ArtifactStore(str(tmp_path)), lifecycle=False).prepare(msgs, session_id="s")
     got = next(m for m in p.messages if m.get("role") == "tool")["content"]
     assert json.loads(got) == json.loads(doc) and len(got) < len(doc) and "tokenpilot" not in got
     assert not p.stats.artifacts
-    off = TokenPilot(
-        Config(small_json_minify=False), store=ArtifactStore(str(tmp_path / "b")), lifecycle=False
-    )
+    off = TokenPilot(store=ArtifactStore(str(tmp_path / "b")), lifecycle=False)  # off by default (I3)
     assert (
         next(m for m in off.prepare(msgs, session_id="s").messages if m.get("role") == "tool")["content"]
         == doc
@@ -281,7 +280,7 @@ def test_small_json_outputs_are_minified_without_store_or_footer(tmp_path):
     assert (
         next(
             m
-            for m in TokenPilot(lifecycle=False).prepare(msgs, session_id="t").messages
+            for m in TokenPilot(on, lifecycle=False).prepare(msgs, session_id="t").messages
             if m.get("role") == "tool"
         )["content"]
         == text
