@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--ablation",
         action="store_true",
-        help="TokenPilot with each segment rule, compact line numbers and the gate minimum taken away, and the B sweep",
+        help="TokenPilot with each segment rule, compact line numbers, the gate minimum and each content-aware pass taken away, and the B sweep",
     )
     b.add_argument(
         "--no-all",

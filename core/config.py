@@ -18,6 +18,10 @@ from .stabilize import VolatilePattern
 # Order in which passes run on one tool output; any subset may be enabled.
 PASS_ORDER = (
     "image_downsample",
+    "json_arrays",
+    "diff_folding",
+    "search_listing",
+    "log_folding",
     "html_slimming",
     "json_minify",
     "format_cleaning",
@@ -26,6 +30,11 @@ PASS_ORDER = (
     "path_truncation",
     "truncate",
 )
+
+# Passes that cut whole lines of the original and name their line range: they run first,
+# on the text as the tool returned it, and at most one of them applies to an output (a
+# second would number the first one's result, not the original).
+CONTENT_PASSES = frozenset({"json_arrays", "diff_folding", "search_listing", "log_folding"})
 
 # A file read is what the agent will quote back in an edit: keep its text exact
 # (no whitespace or layout rewriting), only strip line-number gutters and images.
@@ -45,6 +54,10 @@ BULKY_TOOL_FAMILIES = frozenset(
 
 DEFAULT_PASSES = (
     "image_downsample",
+    "json_arrays",
+    "diff_folding",
+    "search_listing",
+    "log_folding",
     "html_slimming",
     "json_minify",
     "format_cleaning",
@@ -61,6 +74,14 @@ class Config:
     # -- ingestion gates ----------------------------------------------------
     trigger_min_chars: int = 2200
     """A tool output shorter than this is never reduced (reduction would cost more than it saves)."""
+    small_json_minify: bool = False
+    """A tool output under `trigger_min_chars` that is one JSON document (or JSON Lines) is
+    still minified, when its tool's passes include `json_minify` and that saves at least
+    `min_saving`: the same JSON value (keys, order, numbers, strings) without the whitespace
+    between tokens. Nothing is stored and no footer is added (a footer would cost more than
+    a small output saves), so the whitespace is not recallable: off by default, as invariant
+    I3 asks every removed byte back. Measured on: tau-bench 0.997x -> 0.966x of vanilla,
+    tau2-bench 1.001x -> 0.983x (about 22% fewer tokens in their small JSON outputs)."""
     max_tool_chars: int = 1200
     """Within a multi-part tool output, only text parts longer than this are reduced."""
 

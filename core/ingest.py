@@ -20,16 +20,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._canonical import artifact_id_for, canonical_json, sha256_hex
-from .config import PASS_ORDER, Config
+from .config import CONTENT_PASSES, PASS_ORDER, Config
 from .messages import content_text
 from .passes.base import PassContext, ReductionPass, preview, recall_hint
+from .passes.diff_folding import DiffFolding
 from .passes.format_cleaning import FormatCleaning
 from .passes.format_slimming import FormatSlimming
 from .passes.html import HtmlSlimming
 from .passes.images import ImageDownsample, downsample_image_part
+from .passes.json_arrays import JsonArrays
 from .passes.json_minify import JsonMinify
 from .passes.line_numbers import LineNumberStrip
+from .passes.log_folding import LogFolding
 from .passes.paths import PathTruncation
+from .passes.search_listing import SearchListing
 from .passes.tool_args import ToolArgTruncation
 from .passes.truncate import DEFAULT_LIMITS, Truncation, tool_family
 from .stabilize import RECALL_TOOL_NAME
@@ -126,7 +130,7 @@ class Ingested:
     passes: tuple[str, ...] = ()
     raw_chars: int = 0
     chars: int = 0
-    note: str = ""  # "dedup", "loop", "binary", "gated", "hard_limit", "not_smaller" or ""
+    note: str = ""  # "dedup", "loop", "binary", "gated", "hard_limit", "not_smaller", "small_json" or ""
 
 
 class Pipeline:
@@ -141,6 +145,10 @@ class Pipeline:
         )
         self._all: dict[str, ReductionPass] = {
             "image_downsample": self.images,
+            "json_arrays": JsonArrays(),
+            "diff_folding": DiffFolding(),
+            "search_listing": SearchListing(),
+            "log_folding": LogFolding(),
             "html_slimming": HtmlSlimming(),
             "json_minify": JsonMinify(),
             "format_cleaning": FormatCleaning(),
@@ -155,6 +163,8 @@ class Pipeline:
             ),
         }
         self._profiles = {k.lower(): v for k, v in cfg.profiles.items()}
+        # Small outputs: every saving counts in tokens (`", "` -> `","` saves more tokens than chars).
+        self._small_json = JsonMinify(min_saving_ratio=cfg.min_saving)
 
     def passes_for(self, tool_name: str) -> list[tuple[str, ReductionPass]]:
         names = self._profiles.get(tool_name.lower())
@@ -164,16 +174,37 @@ class Pipeline:
         return [(n, self._all[n]) for n in PASS_ORDER if n in enabled]
 
     def reduce_text(self, text: str, ctx: PassContext) -> tuple[str, tuple[str, ...]]:
-        applied = []
+        source = text
+        applied: list[str] = []
         for name, p in self.passes_for(ctx.tool_name):
+            if name in CONTENT_PASSES and CONTENT_PASSES.intersection(applied):
+                continue  # its line numbers would not be the original's
             try:
                 out = p.apply(text, ctx)
             except Exception:  # a pass must never take the agent down; keep the text as it is
                 continue
             if out is not text and out != text:
+                if name == "truncate" and text is not source:
+                    # Still too long after the other passes: preview the original itself, so
+                    # the kept head and tail are its bytes and the marker's lines are its lines.
+                    return p.apply(source, ctx), ("truncate",)
                 applied.append(name)
                 text = out
         return text, tuple(applied)
+
+    def minify_small(self, text: str, ctx: PassContext) -> str | None:
+        """`text` minified when it is a small JSON output worth it (`small_json_minify`), else None."""
+        if not self.cfg.small_json_minify or not any(
+            n == "json_minify" for n, _ in self.passes_for(ctx.tool_name)
+        ):
+            return None
+        try:
+            out = self._small_json.apply(text, ctx)
+        except Exception:
+            return None
+        if out is text or len(out) > len(text) * (1.0 - self.cfg.min_saving):
+            return None
+        return out
 
     def image_enabled(self, tool_name: str) -> bool:
         return any(n == "image_downsample" for n, _ in self.passes_for(tool_name))
@@ -273,6 +304,11 @@ def ingest_tool_result(
 
     if raw_chars < cfg.trigger_min_chars:
         state.seen_outputs.setdefault(aid, tool)
+        small = pipeline.minify_small(text, ctx)
+        if small is not None:  # the same JSON value, re-encoded: nothing to store or recall
+            frozen = dict(msg)
+            frozen["content"] = small
+            return Ingested(frozen, None, ("json_minify",), raw_chars, len(small), "small_json")
         return Ingested(dict(msg), None, (), raw_chars, raw_chars)
 
     if cfg.dedup and aid in state.seen_outputs and raw_chars - _DEDUP_CHARS >= min_saved_chars:

@@ -72,7 +72,10 @@ def test_under_and_at_limit_return_the_same_object() -> None:
 def test_over_limit_is_the_preview() -> None:
     text = log(30_001)
     out = Truncation().apply(text, ctx("bash", "art-9"))
-    assert out == preview(text, head=600, tail=400, artifact_id="art-9", what="output truncated")
+    assert out == preview(
+        text, head=600, tail=400, artifact_id="art-9", what="output truncated", line_range=True
+    )
+    assert 'of the original: recall_artifact(artifact_id="art-9", start_line=' in out
     assert out.startswith(text[:600]) and out.endswith(text[-400:])
     assert "output truncated" in out and recall_hint("art-9") in out
     assert len(out) < 1_300

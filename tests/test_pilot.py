@@ -306,7 +306,8 @@ def test_trigger_min_chars_gate():
 def test_a_reduction_that_saves_too_little_is_not_applied():
     # 3000 chars of plain text with a few trailing spaces: format cleaning saves 20 chars,
     # less than its footer; the original must pass unchanged and nothing is stored.
-    out = ("word " * 11 + "  \n") * 50
+    # (Every line is different, so log_folding has no run or repeated block to fold.)
+    out = "".join("word " * 11 + chr(97 + i // 26) + chr(97 + i % 26) + "  \n" for i in range(50))
     p = TokenPilot().prepare(history(out), session_id="s")
     assert tool_msgs(p)[0]["content"] == out and not p.stats.artifacts
     # the same text with a large saving available is reduced

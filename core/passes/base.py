@@ -42,18 +42,28 @@ def recall_hint(artifact_id: str) -> str:
     return f'recall_artifact(artifact_id="{artifact_id}") returns the full original'
 
 
-def preview(text: str, *, head: int, tail: int, artifact_id: str, what: str) -> str:
+def preview(text: str, *, head: int, tail: int, artifact_id: str, what: str, line_range: bool = False) -> str:
     """First `head` and last `tail` chars around a marker that says what was cut.
 
     `what` describes the reason ("output truncated", "identical to an earlier read").
-    The marker names the artifact id and how many chars were left out; it depends only
-    on its arguments, so it renders the same every time.
+    The marker names the artifact id and how many chars were left out; with
+    `line_range` (when `text` is the stored original) also the lines the cut touches,
+    as a ready `recall_artifact` call. It depends only on its arguments, so it renders
+    the same every time.
     """
     if len(text) <= head + tail:
         return text
     omitted = len(text) - head - tail
+    where = ""
+    if line_range:
+        first = max(1, len(text[: head + 1].splitlines()))
+        last = max(first, len(text[: len(text) - tail].splitlines()))
+        where = (
+            f'; lines {first}–{last} of the original: recall_artifact(artifact_id="{artifact_id}", '
+            f"start_line={first}, end_line={last})"
+        )
     marker = (
         f"\n[tokenpilot: {what}; {omitted:,} of {len(text):,} chars omitted here; "
-        f"{recall_hint(artifact_id)} (optionally start_line/end_line or pattern)]\n"
+        f"{recall_hint(artifact_id)} (optionally start_line/end_line or pattern){where}]\n"
     )
     return text[:head] + marker + text[len(text) - tail :]

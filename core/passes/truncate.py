@@ -97,6 +97,7 @@ class Truncation:
                 tail=max(0, self.tail),
                 artifact_id=ctx.artifact_id,
                 what="output truncated",
+                line_range=True,
             )
         except Exception:
             return text

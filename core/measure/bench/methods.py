@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, Protocol
 
 from ...artifacts import ArtifactStore
-from ...config import Config
+from ...config import CONTENT_PASSES, Config
 from ...estimator import ImmediateEstimator, OfflineEstimator
 from ...lifecycle import Lifecycle, LifecycleConfig
 from ...pilot import TokenPilot
@@ -283,7 +283,7 @@ def ablation_methods() -> list[Method]:
     """Vanilla, TokenPilot, and TokenPilot with one thing taken away each: every segment
     rule, the window rule, the window's exemption for what the last turns used, all
     segment rules (whole tasks only, as in the paper), compact line numbers, the
-    segment-aware gate's minimum; then the batch sweep (B = 1, 5, ∞)."""
+    segment-aware gate's minimum, each content-aware pass; small-JSON minifying added (off by default); then the batch sweep (B = 1, 5, ∞)."""
     full = SegmentRules()
     methods: list[Method] = [Vanilla(), TokenPilotMethod(name="tokenpilot")]
     for rule, off in _RULE_FIELDS.items():
@@ -299,9 +299,20 @@ def ablation_methods() -> list[Method]:
         TokenPilotMethod(config=Config(line_numbers="strip"), name="tokenpilot_strip_line_numbers")
     )
     methods.append(TokenPilotMethod(lifecycle={"min_evict_tokens": 0}, name="tokenpilot_no_min_evict"))
+    for name in sorted(CONTENT_PASSES):  # each content-aware pass taken out of every profile
+        methods.append(TokenPilotMethod(config=_without_pass(name), name=f"tokenpilot_no_{name}"))
+    methods.append(
+        TokenPilotMethod(config=Config(small_json_minify=True), name="tokenpilot_small_json_minify")
+    )
     for b in (1, 5, None):
         methods.append(TokenPilotMethod(batch_turns=b, name=f"tokenpilot_B{'inf' if b is None else b}"))
     return methods
+
+
+def _without_pass(name: str) -> Config:
+    cfg = Config()
+    profiles = {tool: tuple(p for p in prof if p != name) for tool, prof in cfg.profiles.items()}
+    return cfg.replace(passes=tuple(p for p in cfg.passes if p != name), profiles=profiles)
 
 
 def method_names(*, ablation: bool = False) -> list[str]:

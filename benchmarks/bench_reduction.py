@@ -1,0 +1,165 @@
+"""How much the ingestion passes reduce real tool outputs, per tool and per trace set.
+
+Every tool output above the 2,200-char gate in the shared recorded sessions (found
+through the trace importers) goes through `TokenPilot().reduce_tool_output`, as a host
+plugin would send it. Printed per trace set and per tool: count, median and p25 of
+reduced/original chars, the share of the original's non-blank lines kept verbatim in
+the reduced text (line-number prefixes ignored), and how many grew. "non-code-read"
+is every output except file reads by tool name (`Read`, `read_file`, ...), which stay
+exact; "not a file's text" also leaves out what the passes treat as a file's text and
+never fold: shell commands that print a source file (`cat x.py`, `sed -n 1,80p x.py`)
+and the echo of a write or an edit (see `tokenpilot.passes.folding.is_code_read`).
+
+    .venv/bin/python benchmarks/bench_reduction.py [TRACES_DIR] [--config-off PASS,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenpilot import Config, TokenPilot
+from tokenpilot.artifacts import ArtifactStore
+from tokenpilot.measure.traces import load
+from tokenpilot.passes.folding import is_code_read as reads_a_file
+from tokenpilot.passes.truncate import tool_family
+
+GATE = 2200
+READ_FAMILIES = frozenset({"read", "file_read", "read_file", "view", "cat", "notebook_read"})
+_NUMBER_PREFIX = re.compile(r"^[ \t]*\d{1,9}(?:→|\t|:|\s?\|)")
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One recorded tool output above the gate, with where it came from."""
+
+    trace_set: str
+    session: str
+    tool: str
+    arguments: str
+    text: str
+
+
+def default_traces_dir() -> Path:
+    repo = Path(__file__).resolve().parent.parent
+    shared = Path(os.environ.get("TOKENPILOT_SHARED", repo.parent / "shared"))
+    if not shared.exists():
+        shared = Path("/work/shared")
+    return shared / "traces"
+
+
+def outputs(traces: Path, gate: int = GATE) -> Iterator[Output]:
+    """Every string tool result longer than `gate` chars, in file and message order."""
+    for folder in sorted(p for p in traces.iterdir() if p.is_dir()):
+        for s in load(folder):
+            calls: dict[str, tuple[str, str]] = {}
+            for m in s.messages:
+                for c in m.get("tool_calls") or ():
+                    fn = c.get("function") or {}
+                    calls[str(c.get("id"))] = (str(fn.get("name", "")), str(fn.get("arguments", "")))
+                if m.get("role") != "tool":
+                    continue
+                content = m.get("content")
+                if not isinstance(content, str) or len(content) <= gate:
+                    continue
+                name, args = calls.get(str(m.get("tool_call_id")), (str(m.get("name") or ""), ""))
+                yield Output(folder.name, s.id, name, args, content)
+
+
+def _args(arguments: str) -> dict:
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def is_code_read(tool: str) -> bool:
+    return tool_family(tool) in READ_FAMILIES
+
+
+def kept_share(original: str, reduced: str) -> float:
+    """Share of the original's non-blank lines found verbatim among the reduced text's
+    lines (a line-number prefix on either side ignored)."""
+    strip = lambda ln: _NUMBER_PREFIX.sub("", ln, count=1).strip()  # noqa: E731
+    have = {strip(ln) for ln in reduced.splitlines()}
+    lines = [strip(ln) for ln in original.splitlines() if ln.strip()]
+    if not lines:
+        return 1.0
+    return sum(1 for ln in lines if ln in have) / len(lines)
+
+
+@dataclass(slots=True)
+class Row:
+    ratios: list[float]
+    kept: list[float]
+    grown: int = 0
+    unchanged: int = 0
+
+    def add(self, orig: str, red: str) -> None:
+        self.ratios.append(len(red) / len(orig))
+        self.kept.append(kept_share(orig, red))
+        self.grown += len(red) > len(orig)
+        self.unchanged += red == orig
+
+    def line(self, label: str) -> str:
+        r = sorted(self.ratios)
+        p25 = r[max(0, (len(r) + 3) // 4 - 1)] if r else float("nan")
+        return (
+            f"| {label} | {len(r)} | {statistics.median(r):.3f} | {p25:.3f} | "
+            f"{statistics.mean(self.kept):.1%} | {self.unchanged} | {self.grown} |"
+        )
+
+
+def measure(traces: Path, cfg: Config) -> dict[str, Row]:
+    rows: dict[str, Row] = defaultdict(lambda: Row([], []))
+    with tempfile.TemporaryDirectory() as tmp:
+        tp = TokenPilot(cfg, store=ArtifactStore(tmp), lifecycle=False)
+        for o in outputs(traces):
+            red = tp.reduce_tool_output(o.text, o.tool, o.arguments, session_id=o.session).text
+            for key in ("all", f"set {o.trace_set}", f"tool {o.trace_set}/{o.tool}"):
+                rows[key].add(o.text, red)
+            if not is_code_read(o.tool):
+                rows["non-code-read"].add(o.text, red)
+                rows[f"non-code-read {o.trace_set}"].add(o.text, red)
+            if not reads_a_file(o.tool, _args(o.arguments)):
+                rows["not a file's text"].add(o.text, red)
+                rows[f"not a file's text {o.trace_set}"].add(o.text, red)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("traces", nargs="?", type=Path, default=default_traces_dir())
+    ap.add_argument("--without", default="", help="comma-separated passes to take out of every profile")
+    args = ap.parse_args(argv)
+    if not args.traces.exists():
+        print(f"{args.traces} not found", file=sys.stderr)
+        return 2
+    cfg = Config()
+    off = {p for p in args.without.split(",") if p}
+    if off:
+        profiles = {k: tuple(p for p in v if p not in off) for k, v in cfg.profiles.items()}
+        cfg = cfg.replace(passes=tuple(p for p in cfg.passes if p not in off), profiles=profiles)
+    rows = measure(args.traces, cfg)
+    print("| outputs | count | median ratio | p25 | lines kept verbatim | unchanged | grown |")
+    print("|---|---|---|---|---|---|---|")
+    order = sorted(
+        rows, key=lambda k: (k != "all", k != "non-code-read", k.startswith("tool"), k.split(" ")[0], k)
+    )
+    for key in order:
+        print(rows[key].line(key))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,170 @@
+"""log_folding: fold runs of alike lines in logs and test runs, keep what went wrong.
+
+Build logs, installs and test runs repeat one line shape hundreds of times
+(`Compiling foo v0.1.2`, `test_x ... ok`, `Collecting bar==1.0`). Two lines are alike
+when they are equal after masking what varies between repetitions: numbers, hex ids,
+timestamps. A run of at least `min_run` alike lines keeps its first `keep_head` and
+last `keep_tail` lines verbatim; the middle becomes one marker with the count and the
+original line range (`recall_artifact(start_line, end_line)` returns it byte-exact).
+
+A block of `min_block` or more lines that repeats an earlier block of the same output
+byte for byte becomes a pointer to the first copy, which stays; lines that must stay
+whole (below) are never part of such a block, however often they repeat.
+
+Never folded within a run: errors, failures, warnings and assertions (any line naming one), whole
+tracebacks (from `Traceback (most recent call last)` or a `File "...", line N` frame to
+the exception line), and the last `summary_lines` lines (where the verdict is). Code
+reads (`cat x.py`, `sed -n 1,80p x.py`) are left exact: the agent edits what it read.
+
+Pure and deterministic; never raises; returns its input object when it does not apply.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .base import PassContext
+from .folding import fold_runs, is_code_read, original_lines
+
+__all__ = ["LogFolding", "alike_key"]
+
+_TIMESTAMP = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?|\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
+)
+_HEX = re.compile(r"\b(?:0x)?[0-9a-fA-F]{6,}\b")
+_DIGITS = re.compile(r"\d+")
+# A line that reports something wrong: kept whole, wherever it is.
+_PROBLEM = re.compile(
+    r"error|fail|exception|traceback|warn|assert|panic|fatal|denied|refused|timed? ?out|"
+    r"not found|cannot|can't|unable|invalid|missing|abort|segfault|killed|✗|✘|❌",
+    re.IGNORECASE,
+)
+_TRACE_START = re.compile(r"^\s*(?:Traceback \(most recent call last\)|File \"[^\"]+\", line \d+)")
+_TRACE_FRAME = re.compile(r"^(?:\s+\S|\s*File \"|\s*\^+\s*$|\s*\.\.\.|During handling|The above exception)")
+
+
+def alike_key(line: str) -> str:
+    """The line with what varies between repetitions masked (timestamps, hex ids, numbers)."""
+    s = line.rstrip()
+    s = _TIMESTAMP.sub("T", s)
+    s = _HEX.sub("H", s)
+    return _DIGITS.sub("0", s)
+
+
+def _protected(lines: list[str], summary_lines: int) -> list[bool]:
+    """Which lines must stay verbatim: problems, tracebacks, the closing summary."""
+    keep = [bool(_PROBLEM.search(ln)) for ln in lines]
+    i = 0
+    while i < len(lines):
+        if _TRACE_START.match(lines[i]):
+            j = i + 1
+            while j < len(lines) and (_TRACE_FRAME.match(lines[j]) or _TRACE_START.match(lines[j])):
+                j += 1
+            end = min(j + 1, len(lines))  # the exception line that closes it
+            for k in range(i, end):
+                keep[k] = True
+            i = end
+        else:
+            i += 1
+    for k in range(max(0, len(lines) - summary_lines), len(lines)):
+        keep[k] = True
+    return keep
+
+
+@dataclass(frozen=True, slots=True)
+class LogFolding:
+    """Fold runs of alike lines into a count and a recall range; errors and summaries stay whole."""
+
+    name: ClassVar[str] = "log_folding"
+
+    min_run: int = 6
+    """Fewest alike lines in a row worth folding (shorter runs cost little and read better whole)."""
+    keep_head: int = 1
+    """Lines kept verbatim at the start of a run: what the repeated line looks like."""
+    keep_tail: int = 1
+    """Lines kept verbatim at the end of a run: where it got to (the last file, the last count)."""
+    summary_lines: int = 5
+    """The last lines of the output, never folded: exit status, totals, the verdict."""
+    min_block: int = 3
+    """A block of at least this many lines printed again verbatim (the same warning, the
+    same stack trace) is folded into a pointer to its first copy, which stays whole; 0 disables."""
+    max_block: int = 400
+    """Longest block compared at once (bounds the work on hostile input)."""
+    min_line_chars: int = 2
+    """Blank or near-blank lines never start a run on their own (they separate blocks)."""
+
+    def apply(self, text: str, ctx: PassContext) -> str:
+        """The text with its long alike runs folded, or the input object when none is."""
+        try:
+            if not isinstance(text, str) or not ctx.artifact_id or is_code_read(ctx.tool_name, ctx.arguments):
+                return text
+            return self._fold(text, ctx.artifact_id)
+        except Exception:
+            return text
+
+    def _fold(self, text: str, aid: str) -> str:
+        lines = original_lines(text)
+        if len(lines) < min(self.min_run, max(self.min_block, 2)):
+            return text
+        keep = _protected(lines, self.summary_lines)
+        cuts = self._repeated_blocks(lines, keep) if self.min_block else []
+        taken = [False] * len(lines)
+        for start, end, _ in cuts:
+            for k in range(start, end):
+                taken[k] = True
+        keys = [alike_key(ln) for ln in lines]
+        head, tail = max(0, self.keep_head), max(0, self.keep_tail)
+        i = 0
+        while i < len(lines):
+            j = i + 1
+            if not keep[i] and not taken[i] and len(keys[i].strip()) >= self.min_line_chars:
+                while j < len(lines) and keys[j] == keys[i] and not keep[j] and not taken[j]:
+                    j += 1
+            if j - i >= max(self.min_run, head + tail + 2):
+                start, end = i + head, j - tail
+                cuts.append((start, end, f"{end - start} more lines like this"))
+            i = j
+        out = fold_runs(lines, sorted(cuts), aid)
+        return text if out is None else out
+
+    def _repeated_blocks(self, lines: list[str], keep: list[bool]) -> list[tuple[int, int, str]]:
+        """Blocks of at least `min_block` lines equal, byte for byte, to an earlier block of
+        this output (the same progress or listing printed again): the first copy stays.
+        A block never takes in a line that must stay whole (`keep`): errors, warnings and
+        tracebacks are kept every time they are printed."""
+        exact = [ln.rstrip() for ln in lines]
+        seen: dict[str, list[int]] = {}
+        cuts: list[tuple[int, int, str]] = []
+        i = 0
+        while i < len(lines):
+            best_len, best_j = 0, -1
+            if len(exact[i].strip()) >= self.min_line_chars:
+                for j in seen.get(exact[i], [])[:8]:  # the earliest copies (shown whole); few: linear time
+                    n = 0
+                    while (
+                        n < self.max_block
+                        and i + n < len(lines)
+                        and j + n < i
+                        and exact[j + n] == exact[i + n]
+                        and not keep[i + n]
+                    ):
+                        n += 1
+                    if n > best_len:
+                        best_len, best_j = n, j
+            while best_len and not exact[i + best_len - 1].strip():
+                best_len -= 1  # a block does not end on a blank line
+            if (
+                best_len >= self.min_block
+                and sum(1 for k in range(i, i + best_len) if exact[k].strip()) >= self.min_block
+            ):
+                what = f"{best_len} lines identical to lines {best_j + 1}–{best_j + best_len}"
+                cuts.append((i, i + best_len, what))
+                for k in range(i, i + best_len):
+                    seen.setdefault(exact[k], []).append(k)
+                i += best_len
+                continue
+            seen.setdefault(exact[i], []).append(i)
+            i += 1
+        return cuts
