@@ -106,6 +106,12 @@ def _load_with_deadline(name: str, deadline: float) -> tuple[tiktoken.Encoding |
     return None, str(box.get("err") or "failed")
 
 
+def _brief(why: str) -> str:
+    """The reason as the one line says it: urllib3's errors run to several hundred chars
+    (the whole marker file keeps them)."""
+    return why if len(why) <= 120 else why[:117] + "..."
+
+
 def _choose(name: str) -> tiktoken.Encoding:
     if name == FALLBACK:
         return tiktoken.get_encoding(FALLBACK)
@@ -120,13 +126,15 @@ def _choose(name: str) -> tiktoken.Encoding:
         log.warning(
             "tokenpilot: tokenizer %s failed to load on this machine recently (%s; not retried before "
             "%g days pass or %s is deleted); counting with %s",
-            name, why, RETRY_AFTER_S / 86400, where, FALLBACK,
+            name, _brief(why), RETRY_AFTER_S / 86400, where, FALLBACK,
         )  # fmt: skip
         return tiktoken.get_encoding(FALLBACK)
     enc, why = _load_with_deadline(name, _LOAD_DEADLINE_S)
     if enc is not None:
         return enc
-    log.warning("tokenpilot: tokenizer %s unavailable (%s; offline?); counting with %s", name, why, FALLBACK)
+    log.warning(
+        "tokenpilot: tokenizer %s unavailable (%s; offline?); counting with %s", name, _brief(why), FALLBACK
+    )
     return tiktoken.get_encoding(FALLBACK)
 
 
