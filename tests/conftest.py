@@ -1,8 +1,9 @@
-"""Shared test setup: never touch the network for a tokenizer; locate ../shared."""
+"""Shared test setup: never touch the network for a tokenizer; locate ../shared; Redis."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,3 +20,38 @@ def shared_path(*parts: str) -> Path:
     if not p.exists():
         pytest.skip(f"{p} not found: the shared corpus (../shared) is only present in CI and dev checkouts")
     return p
+
+
+# ---------------------------------------------------------------------------
+# Redis: CI's (TOKENPILOT_TEST_REDIS), else a redis-server of our own, else a skip
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    """A Redis to share with other tests (each keeps to its own namespace)."""
+    url = os.environ.get("TOKENPILOT_TEST_REDIS")
+    if url:
+        yield url
+        return
+    yield from _own_redis()
+
+
+@pytest.fixture
+def own_redis_url() -> Iterator[str]:
+    """A fresh redis-server for this test alone (for a test that reads every key in it)."""
+    yield from _own_redis()
+
+
+def _own_redis() -> Iterator[str]:
+    pytest.importorskip(
+        "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
+    )
+    from tokenpilot_openclaw.testing_redis import LocalRedis
+
+    server = LocalRedis()
+    if server.binary is None:
+        pytest.skip("no Redis: set TOKENPILOT_TEST_REDIS=redis://host:port/db or put redis-server on PATH")
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.close()

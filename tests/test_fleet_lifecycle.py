@@ -14,12 +14,7 @@ delivered) before sending the next call.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +30,6 @@ redis = pytest.importorskip(
 )
 from tokenpilot.store_redis import RedisStore  # noqa: E402
 from tokenpilot_openclaw import wire  # noqa: E402
-from tokenpilot_openclaw.crashdrill import free_port  # noqa: E402
 from tokenpilot_openclaw.fleetdrill import SESSION as SID  # noqa: E402
 from tokenpilot_openclaw.fleetdrill import (  # noqa: E402
     TOOLS,
@@ -45,43 +39,6 @@ from tokenpilot_openclaw.fleetdrill import (  # noqa: E402
     session_calls,
 )
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings  # noqa: E402
-
-
-# ---------------------------------------------------------------------------
-# Redis: from CI, else our own server, else a skip
-# ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    url = os.environ.get("TOKENPILOT_TEST_REDIS")
-    if url:
-        yield url
-        return
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("no Redis: set TOKENPILOT_TEST_REDIS=redis://host:port/db or put redis-server on PATH")
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.exceptions.ConnectionError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"redis-server on port {port} did not start")
-            time.sleep(0.05)
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture(autouse=True)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -38,43 +37,6 @@ from tokenpilot_openclaw.crashdrill import (  # noqa: E402
     free_port,
     system_prompt,
 )
-
-
-# ---------------------------------------------------------------------------
-# Redis: from CI, our own server, or a skip
-# ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    url = os.environ.get("TOKENPILOT_TEST_REDIS")
-    if url:
-        yield url
-        return
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("no Redis: set TOKENPILOT_TEST_REDIS=redis://host:port/db or put redis-server on PATH")
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.exceptions.ConnectionError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"redis-server on port {port} did not start")
-            time.sleep(0.05)
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _namespaced(url: str) -> str:

@@ -15,12 +15,10 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -301,47 +299,18 @@ async def test_a_killed_worker_is_started_again_and_the_session_goes_on(tmp_path
 # ---------------------------------------------------------------------------
 # The fleet's stats on Redis: a replica shows sessions it never served
 # ---------------------------------------------------------------------------
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    pytest.importorskip(
-        "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
-    )
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("no redis-server on PATH")
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        import redis
-
-        client = redis.Redis(port=port)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.exceptions.ConnectionError:
-                assert time.monotonic() < deadline and proc.poll() is None, "redis-server did not start"
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
-async def test_stats_on_redis_show_every_session_of_the_fleet(redis_url, tmp_path):
+async def test_stats_on_redis_show_every_session_of_the_fleet(own_redis_url, tmp_path):
     def replica(name: str) -> Proxy:
         settings = ProxySettings(
             upstream="http://127.0.0.1:9/v1",
-            store_url=redis_url,
+            store_url=own_redis_url,
             store_dir=tmp_path / name / "store",
             state_dir=tmp_path / name / "state",
             flush_interval_s=0,
         )
-        return Proxy(settings, pilot=TokenPilot(store=redis_url))
+        return Proxy(settings, pilot=TokenPilot(store=own_redis_url))
 
     a, b = replica("a"), replica("b")
     history = session_calls(1)[0]
