@@ -1,10 +1,12 @@
-"""Shared test setup: never touch the network for a tokenizer; locate ../shared; Redis."""
+"""Shared test setup: never touch the network for a tokenizer; locate ../shared; Redis; a
+fake upstream and the proxy in front of it."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +57,46 @@ def _own_redis() -> Iterator[str]:
         yield server.url
     finally:
         server.close()
+
+
+# ---------------------------------------------------------------------------
+# The proxy over HTTP: a scripted upstream that caches every prefix, and a starter
+# ---------------------------------------------------------------------------
+@pytest.fixture
+async def upstream() -> AsyncIterator[Any]:
+    from tokenpilot_openclaw.testing import FakeUpstream
+
+    async with FakeUpstream(cache_min_tokens=0, cache_step_tokens=1) as up:
+        yield up
+
+
+@pytest.fixture
+def proxy_defaults() -> dict[str, Any]:
+    """Settings a test module wants for every proxy it starts: override this fixture."""
+    return {}
+
+
+@pytest.fixture
+async def start_proxy(tmp_path, proxy_defaults) -> AsyncIterator[Callable[..., Awaitable[Any]]]:
+    """`await start_proxy(upstream_url, **settings)`: a `RunningProxy` on a free port, in
+    memory, stopped after the test; `proxy_defaults` first, then `settings`."""
+    from tokenpilot_openclaw.proxy import ProxySettings
+    from tokenpilot_openclaw.server import RunningProxy
+
+    running: list[Any] = []
+    defaults = {
+        "store_dir": tmp_path / "store",
+        "state_dir": None,
+        "flush_interval_s": 0,
+        **proxy_defaults,
+    }
+
+    async def start(upstream_url: str, **kw: Any) -> Any:
+        settings = ProxySettings(upstream=upstream_url, port=0, **{**defaults, **kw})
+        rp = await RunningProxy(settings, shutdown_timeout_s=1).start()
+        running.append(rp)
+        return rp
+
+    yield start
+    for rp in running:
+        await rp.stop()

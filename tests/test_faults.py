@@ -47,29 +47,8 @@ BIG = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(1, 2001))  # ~140 K
 # Fixtures and helpers
 # ---------------------------------------------------------------------------
 @pytest.fixture
-async def upstream():
-    async with FakeUpstream(cache_min_tokens=0, cache_step_tokens=1) as up:
-        yield up
-
-
-@pytest.fixture
-async def start_proxy(tmp_path):
-    running: list[RunningProxy] = []
-
-    async def start(upstream_url: str, **kw: Any) -> RunningProxy:
-        kw.setdefault("store_dir", tmp_path / "store")
-        kw.setdefault("state_dir", None)
-        kw.setdefault("flush_interval_s", 0)
-        kw.setdefault("list_sessions", True)  # these tests read per-session stats, without a token
-        rp = await RunningProxy(
-            ProxySettings(upstream=upstream_url, port=0, **kw), shutdown_timeout_s=1
-        ).start()
-        running.append(rp)
-        return rp
-
-    yield start
-    for rp in running:
-        await rp.stop()
+def proxy_defaults():
+    return {"list_sessions": True}  # these tests read per-session stats, without a token
 
 
 @pytest.fixture

@@ -29,9 +29,7 @@ from conftest import REPO
 
 from tokenpilot_openclaw.connections import AcceptErrorLog, default_max_connections, refusal_bytes
 from tokenpilot_openclaw.pools import BoundedPool, PoolBusy
-from tokenpilot_openclaw.proxy import ProxySettings
 from tokenpilot_openclaw.server import RunningProxy
-from tokenpilot_openclaw.testing import FakeUpstream
 
 GUARD_S = 20  # hang guard on every wait: a bug fails the test instead of hanging it
 
@@ -39,31 +37,6 @@ GUARD_S = 20  # hang guard on every wait: a bug fails the test instead of hangin
 # ---------------------------------------------------------------------------
 # Fixtures and helpers
 # ---------------------------------------------------------------------------
-@pytest.fixture
-async def upstream():
-    async with FakeUpstream(cache_min_tokens=0, cache_step_tokens=1) as up:
-        yield up
-
-
-@pytest.fixture
-async def start_proxy(tmp_path):
-    running: list[RunningProxy] = []
-
-    async def start(upstream_url: str, **kw: Any) -> RunningProxy:
-        kw.setdefault("store_dir", tmp_path / "store")
-        kw.setdefault("state_dir", None)
-        kw.setdefault("flush_interval_s", 0)
-        rp = await RunningProxy(
-            ProxySettings(upstream=upstream_url, port=0, **kw), shutdown_timeout_s=1
-        ).start()
-        running.append(rp)
-        return rp
-
-    yield start
-    for rp in running:
-        await rp.stop()
-
-
 @pytest.fixture
 async def http():
     timeout = aiohttp.ClientTimeout(total=GUARD_S)

@@ -35,9 +35,8 @@ from tokenpilot_openclaw import PLUGIN_DIR
 from tokenpilot_openclaw.doctor import check_proxy, check_stats, state_dir_of
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings, SetupError
 from tokenpilot_openclaw.serve_options import add_serve_arguments
-from tokenpilot_openclaw.server import RunningProxy, settings_from_args
+from tokenpilot_openclaw.server import settings_from_args
 from tokenpilot_openclaw.sessions import normalize_session_id, query_session
-from tokenpilot_openclaw.testing import FakeUpstream
 
 BIG = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(1, 2001))  # ~140 KB of tool output
 TOKEN = "proxy-token-123"
@@ -46,31 +45,6 @@ TOKEN = "proxy-token-123"
 # ---------------------------------------------------------------------------
 # Fixtures and helpers
 # ---------------------------------------------------------------------------
-@pytest.fixture
-async def upstream():
-    async with FakeUpstream(cache_min_tokens=0, cache_step_tokens=1) as up:
-        yield up
-
-
-@pytest.fixture
-async def start_proxy(tmp_path):
-    running: list[RunningProxy] = []
-
-    async def start(upstream_url: str, **kw: Any) -> RunningProxy:
-        kw.setdefault("store_dir", tmp_path / "store")
-        kw.setdefault("state_dir", None)
-        kw.setdefault("flush_interval_s", 0)
-        rp = await RunningProxy(
-            ProxySettings(upstream=upstream_url, port=0, **kw), shutdown_timeout_s=1
-        ).start()
-        running.append(rp)
-        return rp
-
-    yield start
-    for rp in running:
-        await rp.stop()
-
-
 @pytest.fixture
 async def http():
     async with aiohttp.ClientSession() as s:

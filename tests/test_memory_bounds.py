@@ -277,12 +277,6 @@ def _turns(sid: str, n: int) -> list[list[dict[str, Any]]]:
     return out
 
 
-@pytest.fixture
-async def upstream():
-    async with FakeUpstream(cache_min_tokens=0, cache_step_tokens=1) as up:
-        yield up
-
-
 async def _run(upstream: FakeUpstream, tmp_path, name: str, sessions: list[str], **kw: Any):
     """Every session's turns, round robin; what the upstream got per session, and the proxy."""
     rp = await RunningProxy(

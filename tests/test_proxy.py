@@ -120,29 +120,8 @@ def assert_append_only(requests: list[Any]) -> None:
 # Fixtures
 # ---------------------------------------------------------------------------
 @pytest.fixture
-async def upstream():
-    async with FakeUpstream(cache_min_tokens=0, cache_step_tokens=1) as up:
-        yield up
-
-
-@pytest.fixture
-async def start_proxy(tmp_path):
-    running: list[RunningProxy] = []
-
-    async def start(upstream_url: str, **kw: Any) -> RunningProxy:
-        kw.setdefault("store_dir", tmp_path / "store")
-        kw.setdefault("state_dir", tmp_path / "state")
-        kw.setdefault("flush_interval_s", 0)
-        kw.setdefault("list_sessions", True)  # these tests read per-session stats, without a token
-        rp = await RunningProxy(
-            ProxySettings(upstream=upstream_url, port=0, **kw), shutdown_timeout_s=1
-        ).start()
-        running.append(rp)
-        return rp
-
-    yield start
-    for rp in running:
-        await rp.stop()
+def proxy_defaults(tmp_path):
+    return {"state_dir": tmp_path / "state", "list_sessions": True}  # per-session stats, no token
 
 
 @pytest.fixture
