@@ -30,16 +30,14 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
-import threading
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ....messages import from_anthropic, to_anthropic
 from ..methods import Message, Method, MethodSession, Rendered
+from .node_driver import NodeDriver
 from .openclaw_pruning import _e2e_cache, find_node
 
 ENV_DIR = "TOKENPILOT_LIGHTMEM2_DIR"
@@ -114,7 +112,7 @@ def _runtime(src: Path) -> Path:
     return run
 
 
-class _Driver:
+class _Driver(NodeDriver):
     """A long-lived `node --import tsx lightmem2.mjs`: one JSON line in, one out.
     Its HOME is a scratch folder: the adapter archives every original under it."""
 
@@ -125,61 +123,19 @@ class _Driver:
             raise RuntimeError(f"lightmem2 cannot run: {why or why_node}")
         run = _runtime(src)
         self.home = tempfile.TemporaryDirectory(prefix="lightmem2-home-")
-        script = resources.files(__package__).joinpath("lightmem2.mjs")
-        with resources.as_file(script) as path:
-            self.proc = subprocess.Popen(
-                [
-                    node,
-                    "--import",
-                    str(run / "node_modules" / "tsx" / "dist" / "loader.mjs"),
-                    str(path),
-                    str(run),
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                encoding="utf-8",
-                cwd=self.home.name,
-                env={**os.environ, "HOME": self.home.name},
-            )
-        self.lock = threading.Lock()
-        hello = self._read()
-        if not hello.get("ready"):
-            raise RuntimeError(f"LightMem2 driver failed to start: {hello.get('error', hello)}")
-        self.config: dict[str, Any] = hello["config"]
-
-    def _read(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            self.proc.wait(timeout=10)
-            err = self.proc.stderr.read() if self.proc.stderr else ""
-            raise RuntimeError(f"LightMem2 driver exited ({self.proc.returncode}): {err[-2000:]}")
-        return json.loads(line)
-
-    def call(self, request: dict[str, Any]) -> dict[str, Any]:
-        with self.lock:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps(request) + "\n")  # ASCII: one line per request
-            self.proc.stdin.flush()
-            reply = self._read()
-        if "error" in reply:
-            raise RuntimeError(f"LightMem2 driver: {reply['error'][:2000]}")
-        return reply
+        super().__init__(
+            "LightMem2 driver",
+            node,
+            "lightmem2.mjs",
+            [str(run)],
+            node_flags=["--import", str(run / "node_modules" / "tsx" / "dist" / "loader.mjs")],
+            env={"HOME": self.home.name},
+            cwd=self.home.name,
+        )
+        self.config: dict[str, Any] = self.hello["config"]
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
+        super().close()
         self.home.cleanup()
 
 

@@ -22,12 +22,12 @@ import subprocess
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ....messages import content_text
 from ..methods import Message, Method, MethodSession, Rendered, _split_system
+from .node_driver import NodeDriver
 
 NODE_MAJOR = 24  # OpenClaw 2026.9's engines: node >=24.16 <25 || >=26.1
 ENV_DIR = "TOKENPILOT_OPENCLAW_DIR"
@@ -105,57 +105,14 @@ def missing() -> str | None:
 # ---------------------------------------------------------------------------
 # the Node driver: one process, shared by every session of the run
 # ---------------------------------------------------------------------------
-class _Driver:
+class _Driver(NodeDriver):
     """A long-lived `node openclaw_pruning.mjs`: one JSON line in, one out."""
 
     def __init__(self, node: str, package: Path) -> None:
-        script = resources.files(__package__).joinpath("openclaw_pruning.mjs")
-        with resources.as_file(script) as path:
-            self.proc = subprocess.Popen(
-                [node, str(path), str(package)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                encoding="utf-8",
-                env={**os.environ, "OPENCLAW_NO_AUTO_UPDATE": "1", "OPENCLAW_OFFLINE": "1"},
-            )
-        self.lock = threading.Lock()
-        hello = self._read()
-        if not hello.get("ready"):
-            raise RuntimeError(f"OpenClaw pruning driver failed to start: {hello.get('error', hello)}")
-        self.version: str = hello["version"]
-        self.modules: dict[str, str] = hello["modules"]
-
-    def _read(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            self.proc.wait(timeout=10)
-            err = self.proc.stderr.read() if self.proc.stderr else ""
-            raise RuntimeError(f"OpenClaw pruning driver exited ({self.proc.returncode}): {err[-2000:]}")
-        return json.loads(line)
-
-    def call(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        with self.lock:
-            assert self.proc.stdin is not None
-            # ASCII: Node's readline also ends a line at U+2028 and U+2029
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-            reply = self._read()
-        if "error" in reply:
-            raise RuntimeError(f"OpenClaw pruning driver: {reply['error']}")
-        return reply
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        env = {"OPENCLAW_NO_AUTO_UPDATE": "1", "OPENCLAW_OFFLINE": "1"}
+        super().__init__("OpenClaw pruning driver", node, "openclaw_pruning.mjs", [str(package)], env=env)
+        self.version: str = self.hello["version"]
+        self.modules: dict[str, str] = self.hello["modules"]
 
 
 _driver: _Driver | None = None
