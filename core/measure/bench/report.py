@@ -172,7 +172,8 @@ def _styles(names: Sequence[str]) -> dict[str, dict[str, Any]]:
     Vanilla is always black and solid, TokenPilot thick."""
     import matplotlib
 
-    palette = list(matplotlib.colormaps["tab20"].colors)
+    tab20 = list(matplotlib.colormaps["tab20"].colors)
+    palette = tab20[0::2] + tab20[1::2]  # the strong half of tab20 first
     dashes = ["-", "--", "-.", ":"]
     out: dict[str, dict[str, Any]] = {}
     k = 0
@@ -185,9 +186,7 @@ def _styles(names: Sequence[str]) -> dict[str, dict[str, Any]]:
             "linestyle": dashes[(k // len(palette)) % len(dashes)],
             "linewidth": 2.0 if name == "tokenpilot" else 1.0,
         }
-        k += 2 if k < 18 else 1  # the strong half of tab20 first
-        if k == 20:
-            k = 1
+        k += 1
     return out
 
 
