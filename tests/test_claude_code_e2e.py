@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -100,9 +101,11 @@ def _model(body: dict[str, Any]) -> Reply:
         return Reply("ok")  # a later question, or Claude Code's side requests (titles, probes)
     text = result["content"] if isinstance(result["content"], str) else ""
     if result["tool_use_id"] == "toolu_cat":
-        if 'artifact_id="' not in text:
+        # the handle may sit inside a JSON string (the JSON-arrays pass), its quotes escaped
+        handle = re.search(r'artifact_id=\\?"(art_[0-9a-f]+)', text)
+        if handle is None:
             return Reply(f"no recall handle in a {len(text)}-char output")
-        aid = text.split('artifact_id="', 1)[1].split('"', 1)[0]
+        aid = handle.group(1)
         return Reply(
             "Reading the original.", (ToolCall("recall_artifact", {"artifact_id": aid}, id="toolu_recall"),)
         )
