@@ -129,13 +129,16 @@ def _choose(name: str) -> tiktoken.Encoding:
             name, _brief(why), RETRY_AFTER_S / 86400, where, FALLBACK,
         )  # fmt: skip
         return tiktoken.get_encoding(FALLBACK)
+    # the fallback first: tiktoken holds its registry lock while the loader downloads, so a
+    # fallback loaded after a hanging download would wait for it, deadline or not
+    fallback = tiktoken.get_encoding(FALLBACK)
     enc, why = _load_with_deadline(name, _LOAD_DEADLINE_S)
     if enc is not None:
         return enc
     log.warning(
         "tokenpilot: tokenizer %s unavailable (%s; offline?); counting with %s", name, _brief(why), FALLBACK
     )
-    return tiktoken.get_encoding(FALLBACK)
+    return fallback
 
 
 def encoding() -> tiktoken.Encoding:

