@@ -74,7 +74,12 @@ def write_file(path: str, content: str) -> str:
 @tool
 def run_shell(command: str) -> str:
     """Run a shell command."""
-    return "\n".join(f"line {i}: output of {command} {'.' * 60}" for i in range(80))
+    # lines that differ in words, not only in numbers: a log of one repeated line would be
+    # folded at ingestion (log folding), leaving eviction nothing to do in these tests
+    words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india")
+    return "\n".join(
+        f"line {i}: output of {command} {words[i % 9]} {words[i * 4 % 9]} {'.' * 50}" for i in range(80)
+    )
 
 
 TOOLS = [fetch_page, write_file, run_shell]
