@@ -11,11 +11,11 @@ live holder that never lets go is waited for `wait_s`, then reported as a
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
 from .errors import StoreError
+from .reentrant_lock import ReentrantLock
 
 try:
     import fcntl
@@ -23,39 +23,27 @@ except ImportError:  # Windows: no flock; the shared disk store refuses to open 
     fcntl = None  # type: ignore[assignment]
 
 
-class FileLock:
-    """Re-entrant in a thread (a local RLock) around an exclusive `flock` taken at depth 0."""
+class FileLock(ReentrantLock):
+    """Re-entrant in a thread around an exclusive `flock` taken at depth 0."""
 
     def __init__(self, path: str | Path, *, wait_s: float = 30.0, what: str = "") -> None:
         if fcntl is None:
             raise StoreError(f"{path}: file locks need fcntl (POSIX)", "no file locks on this platform")
+        super().__init__()
         self.path = Path(path)
         self.wait_s = wait_s
         self.what = what or str(path)
-        self._local = threading.RLock()
-        self._depth = 0
         self._fd: int | None = None
 
-    def __enter__(self) -> None:
-        self._local.acquire()
-        if self._depth == 0:
-            try:
-                self._fd = self._take()
-            except BaseException:
-                self._local.release()
-                raise
-        self._depth += 1
+    def _take(self) -> None:
+        self._fd = self._locked_fd()
 
-    def __exit__(self, *exc: object) -> None:
-        self._depth -= 1
-        try:
-            if self._depth == 0 and self._fd is not None:
-                fd, self._fd = self._fd, None
-                os.close(fd)  # closing the descriptor releases the flock
-        finally:
-            self._local.release()
+    def _give(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)  # closing the descriptor releases the flock
 
-    def _take(self) -> int:
+    def _locked_fd(self) -> int:
         """The locked descriptor; polls (1 ms, growing to 20 ms) so the wait has a bound."""
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)

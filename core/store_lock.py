@@ -27,6 +27,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from .errors import StoreError
+from .reentrant_lock import ReentrantLock
 from .store import LockBusy, StoreUnanswered
 
 log = logging.getLogger("tokenpilot")
@@ -240,33 +241,20 @@ class RedisLocks:
         self._stop.set()
 
 
-class SessionLock:
-    """Re-entrant in a thread (a local RLock) around the Redis lock taken at depth 0."""
+class SessionLock(ReentrantLock):
+    """Re-entrant in a thread around the Redis lock taken at depth 0."""
 
     def __init__(self, locks: RedisLocks, session_id: str, key: str) -> None:
+        super().__init__()
         self.locks = locks
         self.session_id = session_id
         self.key = key
-        self._local = threading.RLock()
-        self._depth = 0
         self._token: str | None = None
 
-    def __enter__(self) -> None:
-        self._local.acquire()
-        if self._depth == 0:
-            try:
-                self._token = self.locks.take(self)
-            except BaseException:
-                self._local.release()
-                raise
-        self._depth += 1
+    def _take(self) -> None:
+        self._token = self.locks.take(self)
 
-    def __exit__(self, *exc: object) -> None:
-        self._depth -= 1
-        try:
-            if self._depth == 0:
-                token, self._token = self._token, None
-                if token is not None:
-                    self.locks.give(self, token)
-        finally:
-            self._local.release()
+    def _give(self) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            self.locks.give(self, token)
