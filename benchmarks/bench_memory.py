@@ -22,7 +22,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -34,13 +33,10 @@ import aiohttp
 
 from tokenpilot_openclaw.testing import FakeUpstream
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_proxy import free_port  # noqa: E402
+
 MB = 2**20
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def proc_status(pid: int) -> dict[str, int]:

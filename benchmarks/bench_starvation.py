@@ -24,7 +24,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_proxy import free_port, wait_ready  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PATTERN = r"[ab]*a[ab]{20}c"
@@ -55,27 +57,6 @@ def original(size: int) -> str:
     rng = random.Random(23)
     lines = ["".join(rng.choice("ab") for _ in range(2000)) for _ in range(size // 2001 + 1)]
     return "\n".join(lines)[:size]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-async def wait_ready(url: str, deadline_s: float = 60) -> None:
-    t_end = time.monotonic() + deadline_s
-    async with aiohttp.ClientSession() as http:
-        while True:
-            try:
-                async with http.get(url) as r:
-                    if r.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            if time.monotonic() > t_end:
-                raise RuntimeError(f"{url} did not come up")
-            await asyncio.sleep(0.1)
 
 
 async def chat_calls(http: aiohttp.ClientSession, url: str, n: int, rnd: Round, tag: str) -> None:
