@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
@@ -319,15 +320,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
     """Parse and dispatch: a known mistake is one line on stderr and exit 2."""
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
-        return int(args.func(args) or 0)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit:  # --help, --version, a usage error: their text must reach a closed pipe too
+            sys.stdout.flush()
+            raise
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
+        return code
     except KeyboardInterrupt:
         return 130
     except TokenPilotError as exc:  # a bad path, file, profile or missing extra: one line, no traceback
         print(f"tokenpilot: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`tokenpilot ... | head`): stop quietly, as Unix tools do, and
+        # point stdout at /dev/null so the interpreter's own flush at exit has nowhere to fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":
