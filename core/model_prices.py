@@ -17,7 +17,7 @@ from typing import Any
 
 from .pricing import DEFAULT_PRICES, Prices, cost
 
-AS_OF = "2025-11"  # the month these list prices were read
+AS_OF = "2026-11"  # the month these list prices were last checked against the providers' pages
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,13 @@ def _p(miss: float, hit: float, out: float, write: float | None = None) -> Price
 # (uncached input, cached input, output[, cache write]) in $ per million tokens.
 TABLE: dict[str, ModelPrice] = {
     # OpenAI: cached input is a discount, writes cost nothing extra
+    # A newer family needs its own row: "gpt-5.4" would otherwise be priced as "gpt-5".
+    "gpt-5.5": ModelPrice(_p(5.00, 0.50, 30.00), "openai"),
+    "gpt-5.4": ModelPrice(_p(2.50, 0.25, 15.00), "openai"),
     "gpt-5.4-mini": ModelPrice(_p(0.75, 0.075, 4.50), "openai"),  # the paper's model
+    "gpt-5.4-nano": ModelPrice(_p(0.20, 0.02, 1.25), "openai"),
+    "gpt-5.2": ModelPrice(_p(1.75, 0.175, 14.00), "openai"),
+    "gpt-5.1": ModelPrice(_p(1.25, 0.125, 10.00), "openai"),
     "gpt-5-nano": ModelPrice(_p(0.05, 0.005, 0.40), "openai"),
     "gpt-5-mini": ModelPrice(_p(0.25, 0.025, 2.00), "openai"),
     "gpt-5": ModelPrice(_p(1.25, 0.125, 10.00), "openai"),
@@ -49,7 +55,9 @@ TABLE: dict[str, ModelPrice] = {
     "o4-mini": ModelPrice(_p(1.10, 0.275, 4.40), "openai"),
     "o3": ModelPrice(_p(2.00, 0.50, 8.00), "openai"),
     # Anthropic: reads 0.1x, 5-minute writes 1.25x of uncached input
+    "claude-opus-4-6": ModelPrice(_p(5.00, 0.50, 25.00, 6.25), "anthropic"),
     "claude-opus-4-5": ModelPrice(_p(5.00, 0.50, 25.00, 6.25), "anthropic"),
+    "claude-opus-4-1": ModelPrice(_p(15.00, 1.50, 75.00, 18.75), "anthropic"),
     "claude-opus-4": ModelPrice(_p(15.00, 1.50, 75.00, 18.75), "anthropic"),
     "claude-sonnet-4": ModelPrice(_p(3.00, 0.30, 15.00, 3.75), "anthropic"),
     "claude-3-7-sonnet": ModelPrice(_p(3.00, 0.30, 15.00, 3.75), "anthropic"),

@@ -189,3 +189,21 @@ def test_price_file_overrides_the_table(tmp_path):
     path.write_text(json.dumps({"bad": {"input": "free"}}))
     with pytest.raises(ValueError, match="'bad'.input"):
         load_price_file(path)
+
+
+@pytest.mark.parametrize(
+    ("model", "miss", "output"),
+    [
+        ("gpt-5.4", 2.50, 15.00),  # not gpt-5's $1.25: a newer family is its own row
+        ("gpt-5.4-mini-2026-03-17", 0.75, 4.50),
+        ("gpt-5.4-nano", 0.20, 1.25),
+        ("gpt-5.5", 5.00, 30.00),
+        ("gpt-5-mini", 0.25, 2.00),
+        ("anthropic/claude-opus-4-6", 5.00, 25.00),  # not claude-opus-4's $15
+        ("claude-opus-4-1-20250805", 15.00, 75.00),
+        ("claude-sonnet-4-5", 3.00, 15.00),
+    ],
+)
+def test_a_model_is_priced_by_its_own_family_not_a_shorter_prefix(model, miss, output):
+    price = prices_for(model)
+    assert price.known and (price.prices.miss, price.prices.output) == (miss, output)
