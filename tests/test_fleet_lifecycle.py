@@ -29,7 +29,6 @@ redis = pytest.importorskip(
     "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
 )
 from tokenpilot.store_redis import RedisStore  # noqa: E402
-from tokenpilot_openclaw import wire  # noqa: E402
 from tokenpilot_openclaw.fleetdrill import SESSION as SID  # noqa: E402
 from tokenpilot_openclaw.fleetdrill import (  # noqa: E402
     TOOLS,
@@ -38,7 +37,11 @@ from tokenpilot_openclaw.fleetdrill import (  # noqa: E402
     round_robin,
     session_calls,
 )
-from tokenpilot_openclaw.proxy import Proxy, ProxySettings  # noqa: E402
+from tokenpilot_openclaw.proxy import (  # noqa: E402
+    Proxy,
+    ProxySettings,
+    wire,  # noqa: E402
+)
 
 
 @pytest.fixture(autouse=True)

@@ -23,11 +23,11 @@ from tokenpilot._canonical import canonical_json
 from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.fingerprint import Digest, digest, keep, same
 from tokenpilot.lifecycle import LifecycleConfig
-from tokenpilot_openclaw.memtrim import Trimmer, malloc_trim
 from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.residency import Residency
-from tokenpilot_openclaw.serve_options import add_serve_arguments
-from tokenpilot_openclaw.server import RunningProxy, settings_from_args
+from tokenpilot_openclaw.proxy.memtrim import Trimmer, malloc_trim
+from tokenpilot_openclaw.proxy.residency import Residency
+from tokenpilot_openclaw.proxy.serve_options import add_serve_arguments
+from tokenpilot_openclaw.proxy.server import RunningProxy, settings_from_args
 from tokenpilot_openclaw.testing import FakeUpstream
 
 _ART = re.compile(r"art_[0-9a-f]{24}")

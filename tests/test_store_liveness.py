@@ -226,8 +226,8 @@ def test_lock_times_come_from_the_url_or_the_constructor(server):
 
 def test_serve_options_set_the_lock_times_and_the_store_timeout(server):
     from tokenpilot_openclaw.proxy import Proxy
-    from tokenpilot_openclaw.serve_options import add_serve_arguments
-    from tokenpilot_openclaw.server import settings_from_args
+    from tokenpilot_openclaw.proxy.serve_options import add_serve_arguments
+    from tokenpilot_openclaw.proxy.server import settings_from_args
 
     p = argparse.ArgumentParser()
     add_serve_arguments(p)
@@ -328,7 +328,7 @@ async def test_a_stalled_redis_never_hangs_the_proxy_and_nothing_is_lost(server,
     import aiohttp
 
     from tokenpilot_openclaw.proxy import ProxySettings
-    from tokenpilot_openclaw.server import RunningProxy
+    from tokenpilot_openclaw.proxy.server import RunningProxy
     from tokenpilot_openclaw.testing import FakeUpstream
 
     caplog.set_level(logging.INFO)

@@ -30,11 +30,10 @@ from tokenpilot import TokenPilot
 from tokenpilot.errors import StoreError
 from tokenpilot.store import StateConflict
 from tokenpilot.store_disk import DiskStore
-from tokenpilot_openclaw import wire
 from tokenpilot_openclaw.crashdrill import _Proxy, free_port
 from tokenpilot_openclaw.fleetdrill import SESSION as SID
 from tokenpilot_openclaw.fleetdrill import TOOLS, file_text, prefix_breaks, session_calls, settled
-from tokenpilot_openclaw.proxy import Proxy, ProxySettings
+from tokenpilot_openclaw.proxy import Proxy, ProxySettings, wire
 from tokenpilot_openclaw.testing import FakeUpstream
 
 TASKS = 10  # 30 calls: the one-process reference evicts several times

@@ -37,8 +37,8 @@ from .openclaw_config import (
     run_openclaw,
     serve_option,
 )
-from .serve_options import default_state_dir
-from .sessions import StateDir, summarize
+from .proxy.serve_options import default_state_dir
+from .proxy.sessions import StateDir, summarize
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 

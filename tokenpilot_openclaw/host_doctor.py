@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .doctor import FAIL, OK, WARN, Check, check_proxy, check_stats, openclaw_checks, saved_stats
-from .serve_options import DEFAULT_PORT, default_state_dir
+from .proxy.serve_options import DEFAULT_PORT, default_state_dir
 
 HOSTS = ("claude-code", "codex", "openclaw")
 DEFAULT_PROXY = f"http://127.0.0.1:{DEFAULT_PORT}"

@@ -612,8 +612,8 @@ class Proxy:
 
     # -- the app ------------------------------------------------------------------
     def app(self) -> web.Application:
-        from .api_routes import ApiRoutes  # it builds on this module
         from .codex_wire import refuse_websocket
+        from .translated import ApiRoutes  # it builds on this module
 
         api = ApiRoutes(self)
         app = web.Application(client_max_size=self.settings.max_body_bytes, middlewares=[self._middleware])

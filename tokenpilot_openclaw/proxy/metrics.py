@@ -39,7 +39,7 @@ from tokenpilot.model_prices import prices_for, spent_and_saved
 from .sessions import SessionStats, merge_stats
 
 if TYPE_CHECKING:
-    from .proxy import Proxy
+    from .app import Proxy
 
 log = logging.getLogger("tokenpilot.openclaw")
 

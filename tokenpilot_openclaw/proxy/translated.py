@@ -24,12 +24,12 @@ from tokenpilot.errors import MessageError
 from tokenpilot.messages import tool_name
 
 from . import sse, timeline, wire
-from .anthropic_api import AnthropicApi
+from .anthropic import AnthropicApi
 from .apis import MAX_RECALL_ROUNDS, RECALL_TOOL_NAME, Api, RecallTurns, StreamRelay
+from .app import Proxy, _StreamBroken, _upstream_chunks, internal_error_message, json_error
 from .memtrim import read_body
 from .pools import PoolBusy
-from .proxy import Proxy, _StreamBroken, _upstream_chunks, internal_error_message, json_error
-from .responses_api import ResponsesApi
+from .responses import ResponsesApi
 from .sessions import SessionStats
 from .upstream import response_headers
 

@@ -39,7 +39,7 @@ class JsonErrorHandler(RequestHandler):
         exc: BaseException | None = None,
         message: str | None = None,
     ) -> web.StreamResponse:
-        from .proxy import internal_error, json_error  # proxy builds on this module's runner
+        from .app import internal_error, json_error  # proxy builds on this module's runner
 
         if status >= 500 and status != 504:
             log.error(

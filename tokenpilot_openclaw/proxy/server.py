@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from .app import MB, Proxy, ProxySettings, SetupError
 from .connections import (
     AcceptErrorLog,
     ConnectionGate,
@@ -28,7 +29,6 @@ from .connections import (
     raise_fd_limit,
 )
 from .http_errors import JsonErrorRunner
-from .proxy import MB, Proxy, ProxySettings, SetupError
 from .serve_options import (
     DEFAULT_CLIENT_TIMEOUT_S,
     DEFAULT_RECALL_QUEUE,

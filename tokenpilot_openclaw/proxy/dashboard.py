@@ -34,7 +34,7 @@ from .sessions import SessionStats, derived_owner
 from .timeline import POINT, as_dicts, point
 
 if TYPE_CHECKING:
-    from .proxy import Proxy
+    from .app import Proxy
 
 PREFIX = "/tokenpilot/dashboard"
 COOKIE = "tokenpilot_dashboard"
@@ -404,7 +404,7 @@ class Dashboard:
 
     async def artifact(self, request: web.Request) -> web.Response:
         """An original (from the store, not counted as the agent's recall) beside its reduced form."""
-        from .proxy import _foreign_derived, json_error
+        from .app import _foreign_derived, json_error
 
         if not self.listed:
             return json_error(403, "artifacts are shown behind --auth-token-env or with --list-sessions",
