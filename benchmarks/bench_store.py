@@ -3,7 +3,7 @@
 One fake upstream and one `tokenpilot serve` (in process) per backend; each session is
 a chain of calls that each add a tool call and a large tool output (reduced, its
 original stored), sent one at a time. The overhead of a call is its latency through
-the proxy before the upstream sees it: `Proxy._prepare`, timed around the call (the
+the proxy before the upstream sees it: `RequestPath.prepare`, timed around the call (the
 session lock, the version check, prepare, the state write). End-to-end latencies are
 printed beside it for scale.
 
@@ -40,18 +40,21 @@ from tokenpilot_openclaw.testing import FakeUpstream  # noqa: E402
 
 
 class TimedProxy(Proxy):
-    """The proxy with `_prepare` (everything it does before the upstream) timed."""
+    """The proxy with `path.prepare` (everything it does before the upstream) timed."""
 
     def __init__(self, settings: ProxySettings) -> None:
         super().__init__(settings)
         self.prepare_s: list[float] = []
+        prepare = self.path.prepare
 
-    def _prepare(self, *args: Any, **kw: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return super()._prepare(*args, **kw)
-        finally:
-            self.prepare_s.append(time.perf_counter() - t0)
+        def timed(*args: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return prepare(*args, **kw)
+            finally:
+                self.prepare_s.append(time.perf_counter() - t0)
+
+        self.path.prepare = timed  # type: ignore[method-assign]
 
 
 def pct(values: list[float], q: float) -> float:

@@ -380,7 +380,7 @@ async def test_usage_that_arrives_after_an_eviction_is_saved_beside_the_stored_s
         stored_before = px.state.load_state("u")[1]["session"]
         assert px.evict("u", force=True) and "u" not in px.pilot.session_ids
         px.stats["u"].errors += 1  # e.g. a stream that broke after the eviction
-        assert px._save("u")
+        assert px.keeper.save("u")
         after = px.state.load_state("u")[1]
         assert after["session"] == stored_before and after["stats"]["errors"] == 1
         assert "u" not in px.pilot.session_ids  # saving stats does not load the session
@@ -463,7 +463,7 @@ async def test_a_huge_request_is_followed_by_a_trim(upstream, tmp_path):
             await _post(http, rp, "huge", _history(_big(5 * 2**20)))
             await _post(http, rp, "small", _history("tiny"))
         for _ in range(100):
-            if not rp.proxy._trims:
+            if not rp.proxy.guard.trims:
                 break
             await asyncio.sleep(0.05)
         assert rp.proxy.trimmer.trims == (1 if malloc_trim() else 0)

@@ -1084,9 +1084,9 @@ def test_proxy_prune_keeps_sessions_it_served_and_drops_idle_ones(tmp_path, monk
     idle = store.put("idle", "i" * 10_000)
     later = time.time() + 7200  # two hours on: both leases (one hour) ran out
     monkeypatch.setattr(artifacts.time, "time", lambda: later)
-    proxy._last_seen["busy"] = later - 60  # busy was served a minute ago, storing nothing new
-    proxy._last_seen["gone"] = later - 4000  # served once, over an hour ago: forgotten
+    proxy.keeper.last_seen["busy"] = later - 60  # busy was served a minute ago, storing nothing new
+    proxy.keeper.last_seen["gone"] = later - 4000  # served once, over an hour ago: forgotten
     assert proxy.prune() == 1
     assert store.get("busy", busy)
     assert not store.recall("idle", idle).found
-    assert "gone" not in proxy._last_seen
+    assert "gone" not in proxy.keeper.last_seen

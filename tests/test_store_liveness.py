@@ -269,7 +269,7 @@ def test_a_busy_session_is_served_from_memory_without_a_store_failure(server, ca
     history = _history("busy") + _turn(1, 0)
     done = threading.Event()
     t = _hold_in_thread(RedisStore(server.url, lock_ttl_s=0.2), "busy", hold_s=2.0, done=done)
-    prepared = proxy._prepare(history, TOOLS, "busy", {})
+    prepared = proxy.path.prepare(history, TOOLS, "busy", {})
     assert prepared.session_id == "busy" and not done.is_set()
     assert caplog.text.count("stayed taken") == 1  # asked once: the save inside did not wait again
     assert "serving this call from this process's memory" in caplog.text
@@ -311,13 +311,13 @@ def test_an_own_write_that_a_stalled_redis_applies_late_does_not_roll_memory_bac
         if step == 1:
             store.stalled = True  # this call's save is kept back; the next one's is skipped
         history += _turn(1, step)
-        proxy._prepare(list(history), TOOLS, "late", {})
+        proxy.path.prepare(list(history), TOOLS, "late", {})
     store.stalled = False
     landed = store.land()  # the state of call 1, written after calls 2 and 3 were served from memory
     memory = proxy.pilot.export_session("late")
     assert landed["session"] != memory
     history += _turn(1, 4)
-    prepared = proxy._prepare(list(history), TOOLS, "late", {})
+    prepared = proxy.path.prepare(list(history), TOOLS, "late", {})
     assert prepared.stats.prefix_break is None  # nothing was re-rendered from the older state
     got = store.load_state("late")
     assert got is not None and got[1]["session"] == _as_stored(proxy.pilot.export_session("late"))

@@ -111,7 +111,7 @@ def one_process(calls: list[list[dict[str, Any]]], tmp: Path) -> tuple[list[byte
     for n, history in enumerate(calls):
         body = {"model": "m", "messages": history, "tools": TOOLS, "prompt_cache_key": SID}
         hist, per_call = wire.split_per_call(body["messages"])
-        prepared = proxy._prepare(hist, body["tools"], SID, {})
+        prepared = proxy.path.prepare(hist, body["tools"], SID, {})
         bodies.append(wire.encode(wire.upstream_body(body, prepared, per_call, SID)))
         if prepared.stats.prefix_break == "eviction":
             evictions.append(n)
@@ -315,7 +315,7 @@ async def test_stats_on_redis_show_every_session_of_the_fleet(own_redis_url, tmp
     history = session_calls(1)[0]
     for sid, proxy in (("only-a", a), ("only-b", b), ("both", a), ("both", b)):
         hist, _ = wire.split_per_call(history)
-        await asyncio.to_thread(proxy._prepare, hist, TOOLS, sid, {})
+        await asyncio.to_thread(proxy.path.prepare, hist, TOOLS, sid, {})
     b.stats["both"].prompt_tokens += 7  # counted by b after its last write: shown too
     for proxy in (a, b):
         view = proxy.fleet_stats()

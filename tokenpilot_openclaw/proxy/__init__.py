@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 # public name -> the module of this package that defines it
 PUBLIC = {
     "Proxy": "app",
-    "ProxySettings": "app",
-    "SetupError": "app",
-    "read_secrets": "app",
+    "ProxySettings": "settings",
+    "SetupError": "settings",
+    "read_secrets": "settings",
     "RunningProxy": "server",
     "MB": "serve_options",
 }

@@ -30,7 +30,7 @@ from tokenpilot import Prepared
 from tokenpilot.messages import parse_arguments
 
 from .sessions import SESSION_HEADERS, normalize_session_id
-from .wire import MAX_JSON_DEPTH, BadRequest, _kind, loads_bounded
+from .wire import MAX_JSON_DEPTH, BadRequest, json_kind, loads_bounded
 
 MAX_BREAKPOINTS = 4
 EPHEMERAL: dict[str, Any] = {"type": "ephemeral"}
@@ -51,14 +51,14 @@ def check_body(body: Any) -> dict[str, Any]:
     take (a number where a list of blocks goes, an image source that is a string).
     """
     if not isinstance(body, dict):
-        raise BadRequest(f"the request body must be a JSON object, got {_kind(body)}")
+        raise BadRequest(f"the request body must be a JSON object, got {json_kind(body)}")
     messages = body.get("messages")
     if not isinstance(messages, list):
-        raise BadRequest(f"'messages' must be a list of messages, got {_kind(messages)}", "messages")
+        raise BadRequest(f"'messages' must be a list of messages, got {json_kind(messages)}", "messages")
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(m, dict):
-            raise BadRequest(f"{where} must be an object, got {_kind(m)}", "messages")
+            raise BadRequest(f"{where} must be an object, got {json_kind(m)}", "messages")
         if not isinstance(m.get("role"), str):
             # any string: Claude Code sends `system` messages mid-conversation, and Anthropic
             # takes them; the upstream judges the roles it knows
@@ -66,32 +66,34 @@ def check_body(body: Any) -> dict[str, Any]:
         content = m.get("content")
         if not isinstance(content, (str, list)):
             raise BadRequest(
-                f"{where}.content must be a string or a list of blocks, got {_kind(content)}", "messages"
+                f"{where}.content must be a string or a list of blocks, got {json_kind(content)}", "messages"
             )
         if isinstance(content, list):
             for j, b in enumerate(content):
                 _check_block(b, f"{where}.content[{j}]", "messages")
     system = body.get("system")
     if system is not None and not isinstance(system, (str, list)):
-        raise BadRequest(f"'system' must be a string or a list of blocks, got {_kind(system)}", "system")
+        raise BadRequest(f"'system' must be a string or a list of blocks, got {json_kind(system)}", "system")
     if isinstance(system, list):
         for j, b in enumerate(system):
             _check_block(b, f"system[{j}]", "system")
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
-        raise BadRequest(f"'tools' must be a list of tools, got {_kind(tools)}", "tools")
+        raise BadRequest(f"'tools' must be a list of tools, got {json_kind(tools)}", "tools")
     for j, t in enumerate(tools or []):
         if not isinstance(t, dict) or not isinstance(t.get("name"), str):
             raise BadRequest(f"tools[{j}] must be an object with a string 'name'", "tools")
         for key, types in (("input_schema", dict), ("description", str), ("cache_control", dict)):
             if key in t and not isinstance(t[key], types):
-                raise BadRequest(f"tools[{j}].{key} must be {_kind(types())}, got {_kind(t[key])}", "tools")
+                raise BadRequest(
+                    f"tools[{j}].{key} must be {json_kind(types())}, got {json_kind(t[key])}", "tools"
+                )
     if "model" in body and not isinstance(body["model"], str):
-        raise BadRequest(f"'model' must be a string, got {_kind(body['model'])}", "model")
+        raise BadRequest(f"'model' must be a string, got {json_kind(body['model'])}", "model")
     if body.get("stream") not in (None, True, False):
-        raise BadRequest(f"'stream' must be a boolean, got {_kind(body['stream'])}", "stream")
+        raise BadRequest(f"'stream' must be a boolean, got {json_kind(body['stream'])}", "stream")
     if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
-        raise BadRequest(f"'metadata' must be an object, got {_kind(body['metadata'])}", "metadata")
+        raise BadRequest(f"'metadata' must be an object, got {json_kind(body['metadata'])}", "metadata")
     return body
 
 
@@ -107,46 +109,50 @@ _STRING_KEYS: dict[str, tuple[str, ...]] = {
 def _check_block(b: Any, where: str, param: str, *, nested: bool = False) -> None:
     """One content block as `to_core` reads it; `nested`: inside a tool_result."""
     if not isinstance(b, dict) or not isinstance(b.get("type"), str):
-        raise BadRequest(f"{where} must be a block: an object with a string 'type', got {_kind(b)}", param)
+        raise BadRequest(
+            f"{where} must be a block: an object with a string 'type', got {json_kind(b)}", param
+        )
     kind = b["type"]
     for key in _STRING_KEYS.get(kind, ()):
         if not isinstance(b.get(key), str):
-            raise BadRequest(f"{where}.{key} must be a string, got {_kind(b.get(key))}", param)
+            raise BadRequest(f"{where}.{key} must be a string, got {json_kind(b.get(key))}", param)
     if "cache_control" in b and not isinstance(b["cache_control"], dict):
-        raise BadRequest(f"{where}.cache_control must be an object, got {_kind(b['cache_control'])}", param)
+        raise BadRequest(
+            f"{where}.cache_control must be an object, got {json_kind(b['cache_control'])}", param
+        )
     if kind == "image":
         _check_image_source(b.get("source"), f"{where}.source", param)
     elif kind == "tool_use":
         if "input" in b and not isinstance(b["input"], dict):
-            raise BadRequest(f"{where}.input must be an object, got {_kind(b['input'])}", param)
+            raise BadRequest(f"{where}.input must be an object, got {json_kind(b['input'])}", param)
     elif kind == "tool_result":
         if nested:
             raise BadRequest(f"{where}: a tool_result cannot hold another tool_result", param)
         content = b.get("content")
         if content is not None and not isinstance(content, (str, list)):
             raise BadRequest(
-                f"{where}.content must be a string or a list of blocks, got {_kind(content)}", param
+                f"{where}.content must be a string or a list of blocks, got {json_kind(content)}", param
             )
         for k, inner in enumerate(content if isinstance(content, list) else []):
             _check_block(inner, f"{where}.content[{k}]", param, nested=True)
         if "is_error" in b and not isinstance(b["is_error"], (bool, type(None))):
-            raise BadRequest(f"{where}.is_error must be a boolean, got {_kind(b['is_error'])}", param)
+            raise BadRequest(f"{where}.is_error must be a boolean, got {json_kind(b['is_error'])}", param)
 
 
 def _check_image_source(src: Any, where: str, param: str) -> None:
     if not isinstance(src, dict) or not isinstance(src.get("type"), str):
-        raise BadRequest(f"{where} must be an object with a string 'type', got {_kind(src)}", param)
+        raise BadRequest(f"{where} must be an object with a string 'type', got {json_kind(src)}", param)
     needs = {"base64": ("media_type", "data"), "url": ("url",)}.get(src["type"], ())
     for key in needs:
         if not isinstance(src.get(key), str):
-            raise BadRequest(f"{where}.{key} must be a string, got {_kind(src.get(key))}", param)
+            raise BadRequest(f"{where}.{key} must be a string, got {json_kind(src.get(key))}", param)
 
 
 def _shown(value: Any) -> str:
     """A client value in an error message: a short string quoted, anything else by its kind."""
     if isinstance(value, str):
         return repr(value[:40] + ("…" if len(value) > 40 else ""))
-    return _kind(value)
+    return json_kind(value)
 
 
 def session_hint(body: Mapping[str, Any], headers: Mapping[str, str]) -> str | None:

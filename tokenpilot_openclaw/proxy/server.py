@@ -20,7 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .app import MB, Proxy, ProxySettings, SetupError
+from .app import Proxy
 from .connections import (
     AcceptErrorLog,
     ConnectionGate,
@@ -33,8 +33,10 @@ from .serve_options import (
     DEFAULT_CLIENT_TIMEOUT_S,
     DEFAULT_RECALL_QUEUE,
     DEFAULT_RECALL_WORKERS,
+    MB,
     add_serve_arguments,
 )
+from .settings import ProxySettings, SetupError
 from .upstream import redact_url
 
 log = logging.getLogger("tokenpilot.openclaw")

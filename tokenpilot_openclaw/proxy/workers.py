@@ -28,7 +28,7 @@ import time
 import traceback
 from dataclasses import dataclass, replace
 
-from .app import ProxySettings, SetupError, read_secrets
+from .settings import ProxySettings, SetupError, read_secrets
 from .upstream import redact_url
 
 log = logging.getLogger("tokenpilot.openclaw")
