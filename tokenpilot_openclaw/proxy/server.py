@@ -98,7 +98,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         if settings.workers > 1:
             from .workers import run_workers
 
-            return run_workers(settings)
+            return run_workers(settings, serve)
         asyncio.run(serve(settings))
     except (SetupError, ValueError) as exc:
         print(f"tokenpilot serve: {exc}", file=sys.stderr)
