@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.proxy.anthropic_wire import breakpoints, pairing_errors
+from tokenpilot_openclaw.proxy.anthropic_render import breakpoints, pairing_errors
 from tokenpilot_openclaw.proxy.server import RunningProxy
 from tokenpilot_openclaw.testing import FakeAnthropic, LoopThread, Reply, ToolCall, anthropic_blocks
 

@@ -1,8 +1,8 @@
 """`/v1/messages` and `/v1/messages/count_tokens` (Claude Code): the Anthropic Messages API.
 
-Translation and breakpoints are `anthropic_wire`'s; this module handles the answers,
-on the shared request path (`translated.Translated`).
-A streamed turn is relayed event by event until its first `tool_use` block; from there
+Translation is `anthropic_wire`'s (in) and `anthropic_render`'s (out, with the cache
+breakpoints); this module handles the answers, on the shared request path
+(`translated.Translated`). A streamed turn is relayed event by event until its first `tool_use` block; from there
 on its events are held until the turn ends: without a recall they go out as they
 came, with one the proxy answers it and relays the next turn's blocks renumbered after
 the ones the client already has, as one message (one `message_start`, one
@@ -23,7 +23,7 @@ from aiohttp import web
 from tokenpilot import Prepared
 from tokenpilot.errors import MessageError
 
-from . import anthropic_wire, sse, wire
+from . import anthropic_render, anthropic_wire, sse, wire
 from .apis import DEFERRED, RECALL_TOOL_NAME
 from .errors import json_error
 from .request_path import RequestPath
@@ -103,7 +103,7 @@ class AnthropicApi:
     def upstream_body(
         self, body: Mapping[str, Any], prepared: Prepared | None, session_id: str | None
     ) -> dict[str, Any]:
-        return anthropic_wire.upstream_body(body, prepared)
+        return anthropic_render.upstream_body(body, prepared)
 
     def headers(
         self, base: dict[str, str], incoming: Mapping[str, str], api_key: str | None
