@@ -962,7 +962,7 @@ def test_install_print_shows_secret_references_only():
 
 
 async def test_doctor_reports_cache_hits_from_the_proxy(upstream, proxy, http):
-    from tokenpilot_openclaw.doctor import check_proxy
+    from tokenpilot_openclaw.proxy_checks import check_proxy
 
     msgs = [
         {"role": "system", "content": system_prompt("2026-12-02", "/home/a/ws")},
