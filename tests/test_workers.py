@@ -30,7 +30,7 @@ from tokenpilot import TokenPilot
 from tokenpilot.errors import StoreError
 from tokenpilot.store import StateConflict
 from tokenpilot.store_disk import DiskStore
-from tokenpilot_openclaw.crashdrill import _Proxy, free_port
+from tokenpilot_openclaw.crashdrill import ServeProcess, free_port
 from tokenpilot_openclaw.fleetdrill import SESSION as SID
 from tokenpilot_openclaw.fleetdrill import TOOLS, file_text, prefix_breaks, session_calls, settled
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings, wire
@@ -122,7 +122,7 @@ def one_process(calls: list[list[dict[str, Any]]], tmp: Path) -> tuple[list[byte
 # ---------------------------------------------------------------------------
 # `tokenpilot serve --workers 2`
 # ---------------------------------------------------------------------------
-class Workers(_Proxy):
+class Workers(ServeProcess):
     """`tokenpilot serve --workers N` as a subprocess; ready once it says "serving"."""
 
     def __init__(self, upstream: str, workdir: Path, n: int = 2) -> None:
