@@ -98,15 +98,19 @@ class Proxy:
         return self.path.auth_token
 
     def fleet_stats(self) -> dict[str, SessionStats]:
+        """Every session's stats, the other replicas' included (`SessionKeeper.fleet_stats`)."""
         return self.keeper.fleet_stats()
 
     async def flush(self) -> int:
+        """Write every session touched since the last flush; how many were written."""
         return await self.keeper.flush()
 
     def evict(self, sid: str, now: float | None = None, *, force: bool = False) -> bool:
+        """Move one session out of memory, saved first (`SessionKeeper.evict`)."""
         return self.keeper.evict(sid, now, force=force)
 
     def prune(self, now: float | None = None) -> int:
+        """Bring the artifact store under its size limit (`SessionKeeper.prune`)."""
         return self.keeper.prune(now)
 
     # -- lifecycle --------------------------------------------------------------
