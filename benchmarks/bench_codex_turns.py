@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_codex import CALL, OUTPUT, body, user  # noqa: E402 - the tests' Codex-shaped bodies
 
 from tokenpilot_openclaw.proxy import ProxySettings  # noqa: E402
-from tokenpilot_openclaw.server import RunningProxy  # noqa: E402
+from tokenpilot_openclaw.proxy.server import RunningProxy  # noqa: E402
 from tokenpilot_openclaw.testing import FakeUpstream, Reply  # noqa: E402
 
 

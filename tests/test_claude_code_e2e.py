@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from tokenpilot_openclaw.anthropic_wire import breakpoints, pairing_errors
 from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.server import RunningProxy
+from tokenpilot_openclaw.proxy.anthropic_render import breakpoints, pairing_errors
+from tokenpilot_openclaw.proxy.server import RunningProxy
 from tokenpilot_openclaw.testing import FakeAnthropic, LoopThread, Reply, ToolCall, anthropic_blocks
 
 CLAUDE_CODE_VERSION = "2.1.332"

@@ -24,8 +24,8 @@ import pytest
 from aiohttp import web
 
 from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.responses_api import to_core, upstream_body
-from tokenpilot_openclaw.server import RunningProxy
+from tokenpilot_openclaw.proxy.responses import to_core, upstream_body
+from tokenpilot_openclaw.proxy.server import RunningProxy
 from tokenpilot_openclaw.testing import FakeUpstream, LoopThread, Reply, ToolCall
 
 MODEL = "gpt-fake"
@@ -333,7 +333,7 @@ def test_real_codex_enabled_by_tokenpilot_keeps_its_cache_and_headers(tmp_path, 
 @pytest.mark.slow
 def test_real_codex_falls_back_from_websocket_on_the_first_426(tmp_path, monkeypatch):
     """`openai_base_url` at the top level: Codex tries ws:// first; one 426 and it uses HTTP."""
-    from tokenpilot_openclaw import codex_wire
+    from tokenpilot_openclaw.proxy import codex_wire
 
     codex = ensure_codex()
     refused: list[str] = []

@@ -20,7 +20,7 @@ import pytest
 from cdp import Chromium, chromium_binary
 
 from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.server import RunningProxy
+from tokenpilot_openclaw.proxy.server import RunningProxy
 from tokenpilot_openclaw.testing import FakeUpstream
 
 pytestmark = pytest.mark.skipif(

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import aiohttp
 
-from tokenpilot_openclaw import timeline
-from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.server import RunningProxy
-from tokenpilot_openclaw.sessions import SessionStats
+from tokenpilot_openclaw.proxy import ProxySettings, timeline
+from tokenpilot_openclaw.proxy.server import RunningProxy
+from tokenpilot_openclaw.proxy.sessions import SessionStats
 from tokenpilot_openclaw.testing import FakeUpstream
 
 

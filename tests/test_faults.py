@@ -27,18 +27,18 @@ from conftest import REPO
 from yarl import URL
 
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings, SetupError
-from tokenpilot_openclaw.server import RunningProxy, configure_logging, main_serve
-from tokenpilot_openclaw.sessions import (
+from tokenpilot_openclaw.proxy.server import RunningProxy, configure_logging, main_serve
+from tokenpilot_openclaw.proxy.sessions import (
     MAX_SESSION_CHARS,
     credential_fingerprint,
     derived_owner,
     normalize_session_id,
     recall_candidates,
 )
-from tokenpilot_openclaw.sse import SSESplitter, event_data
+from tokenpilot_openclaw.proxy.sse import SSESplitter, event_data
+from tokenpilot_openclaw.proxy.upstream import redact_url, split_credentials
+from tokenpilot_openclaw.proxy.wire import MAX_JSON_DEPTH, encode, json_depth_exceeds
 from tokenpilot_openclaw.testing import FakeUpstream, Fault, Reply, prompt_text
-from tokenpilot_openclaw.upstream import redact_url, split_credentials
-from tokenpilot_openclaw.wire import MAX_JSON_DEPTH, encode, json_depth_exceeds
 
 BIG = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(1, 2001))  # ~140 KB of tool output
 

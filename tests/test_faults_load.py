@@ -27,9 +27,9 @@ import aiohttp
 import pytest
 from conftest import REPO
 
-from tokenpilot_openclaw.connections import AcceptErrorLog, default_max_connections, refusal_bytes
-from tokenpilot_openclaw.pools import BoundedPool, PoolBusy
-from tokenpilot_openclaw.server import RunningProxy
+from tokenpilot_openclaw.proxy.connections import AcceptErrorLog, default_max_connections, refusal_bytes
+from tokenpilot_openclaw.proxy.pools import BoundedPool, PoolBusy
+from tokenpilot_openclaw.proxy.server import RunningProxy
 
 GUARD_S = 20  # hang guard on every wait: a bug fails the test instead of hanging it
 
@@ -163,15 +163,13 @@ async def test_a_full_recall_pool_answers_503_with_retry_after(upstream, start_p
 
 
 async def test_the_in_proxy_recall_says_busy_to_the_model(upstream, start_proxy, http):
-    from tokenpilot_openclaw.api_routes import ApiRoutes
-
     rp = await start_proxy(upstream.url, recall_workers=1, recall_queue=0)
     aid = await stored_artifact(http, rp.url, "flooder")
     held = HeldRecalls(rp)
     running = asyncio.create_task(recall(http, rp.url, aid, "flooder"))
     try:
         await held.wait_started(1)
-        text = await ApiRoutes(rp.proxy)._recall(json.dumps({"artifact_id": aid}), "flooder")
+        text = await rp.proxy.path.recall(json.dumps({"artifact_id": aid}), "flooder")
         assert text.startswith("[tokenpilot: the proxy is busy") and "recall_artifact again" in text
     finally:
         held.release.set()

@@ -32,11 +32,12 @@ from yarl import URL
 
 from tokenpilot import tokens
 from tokenpilot_openclaw import PLUGIN_DIR
-from tokenpilot_openclaw.doctor import check_proxy, check_stats, state_dir_of
+from tokenpilot_openclaw.doctor import state_dir_of
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings, SetupError
-from tokenpilot_openclaw.serve_options import add_serve_arguments
-from tokenpilot_openclaw.server import settings_from_args
-from tokenpilot_openclaw.sessions import normalize_session_id, query_session
+from tokenpilot_openclaw.proxy.serve_options import add_serve_arguments
+from tokenpilot_openclaw.proxy.server import settings_from_args
+from tokenpilot_openclaw.proxy.sessions import normalize_session_id, query_session
+from tokenpilot_openclaw.proxy_checks import check_proxy, check_stats
 
 BIG = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(1, 2001))  # ~140 KB of tool output
 TOKEN = "proxy-token-123"
@@ -283,7 +284,7 @@ async def test_doctor_names_break_causes_but_no_session_without_the_token(
 
 
 def test_doctor_reads_names_from_the_state_dir_the_service_uses(tmp_path):
-    from tokenpilot_openclaw.serve_options import default_state_dir
+    from tokenpilot_openclaw.proxy.serve_options import default_state_dir
 
     base = ["-m", "tokenpilot_openclaw", "serve", "--upstream", "http://127.0.0.1:1/v1"]
     assert state_dir_of({"args": [*base, "--state-dir", str(tmp_path)]}) == tmp_path

@@ -29,7 +29,6 @@ redis = pytest.importorskip(
     "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
 )
 from tokenpilot.store_redis import RedisStore  # noqa: E402
-from tokenpilot_openclaw import wire  # noqa: E402
 from tokenpilot_openclaw.fleetdrill import SESSION as SID  # noqa: E402
 from tokenpilot_openclaw.fleetdrill import (  # noqa: E402
     TOOLS,
@@ -38,7 +37,11 @@ from tokenpilot_openclaw.fleetdrill import (  # noqa: E402
     round_robin,
     session_calls,
 )
-from tokenpilot_openclaw.proxy import Proxy, ProxySettings  # noqa: E402
+from tokenpilot_openclaw.proxy import (  # noqa: E402
+    Proxy,
+    ProxySettings,
+    wire,  # noqa: E402
+)
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +101,7 @@ def send(proxy: Proxy, history: list[dict[str, Any]]) -> tuple[bytes, str | None
     """One call through a replica: the bytes it sends upstream, and why its prefix broke."""
     body = {"model": "m", "messages": history, "tools": TOOLS, "prompt_cache_key": SID}
     hist, per_call = wire.split_per_call(body["messages"])
-    prepared = proxy._prepare(hist, body["tools"], SID, {})
+    prepared = proxy.path.prepare(hist, body["tools"], SID, {})
     return wire.encode(wire.upstream_body(body, prepared, per_call, SID)), prepared.stats.prefix_break
 
 
@@ -272,7 +275,7 @@ def test_one_process_restarted_mid_run_offers_the_claimed_batch_again_at_once(tm
     # The process dies with its run in flight (its result never delivered); a new one starts.
     again_est = CountingEstimator()
     again = Proxy(settings, pilot=TokenPilot(store=tmp_path / "store", estimator=again_est))
-    assert again._load_state() == 1
+    assert again.keeper.load_all() == 1
     lc = again.pilot.session(SID).lifecycle
     assert lc.to_dict()["job"] is None and lc.stats["estimator_jobs_released"] == 1
     send(again, calls[n])

@@ -23,11 +23,11 @@ from tokenpilot._canonical import canonical_json
 from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.fingerprint import Digest, digest, keep, same
 from tokenpilot.lifecycle import LifecycleConfig
-from tokenpilot_openclaw.memtrim import Trimmer, malloc_trim
 from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.residency import Residency
-from tokenpilot_openclaw.serve_options import add_serve_arguments
-from tokenpilot_openclaw.server import RunningProxy, settings_from_args
+from tokenpilot_openclaw.proxy.memtrim import Trimmer, malloc_trim
+from tokenpilot_openclaw.proxy.residency import Residency
+from tokenpilot_openclaw.proxy.serve_options import add_serve_arguments
+from tokenpilot_openclaw.proxy.server import RunningProxy, settings_from_args
 from tokenpilot_openclaw.testing import FakeUpstream
 
 _ART = re.compile(r"art_[0-9a-f]{24}")
@@ -380,7 +380,7 @@ async def test_usage_that_arrives_after_an_eviction_is_saved_beside_the_stored_s
         stored_before = px.state.load_state("u")[1]["session"]
         assert px.evict("u", force=True) and "u" not in px.pilot.session_ids
         px.stats["u"].errors += 1  # e.g. a stream that broke after the eviction
-        assert px._save("u")
+        assert px.keeper.save("u")
         after = px.state.load_state("u")[1]
         assert after["session"] == stored_before and after["stats"]["errors"] == 1
         assert "u" not in px.pilot.session_ids  # saving stats does not load the session
@@ -463,7 +463,7 @@ async def test_a_huge_request_is_followed_by_a_trim(upstream, tmp_path):
             await _post(http, rp, "huge", _history(_big(5 * 2**20)))
             await _post(http, rp, "small", _history("tiny"))
         for _ in range(100):
-            if not rp.proxy._trims:
+            if not rp.proxy.guard.trims:
                 break
             await asyncio.sleep(0.05)
         assert rp.proxy.trimmer.trims == (1 if malloc_trim() else 0)

@@ -23,16 +23,11 @@ from tokenpilot import Config, TokenPilot
 from tokenpilot.lifecycle import LifecycleConfig
 from tokenpilot.messages import to_anthropic
 from tokenpilot.segments import WindowRule
-from tokenpilot_openclaw.anthropic_wire import (
-    breakpoints,
-    pairing_errors,
-    render,
-    session_hint,
-    to_core,
-)
 from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.server import RunningProxy
-from tokenpilot_openclaw.sessions import SessionStats
+from tokenpilot_openclaw.proxy.anthropic_render import breakpoints, pairing_errors, render
+from tokenpilot_openclaw.proxy.anthropic_wire import session_hint, to_core
+from tokenpilot_openclaw.proxy.server import RunningProxy
+from tokenpilot_openclaw.proxy.sessions import SessionStats
 from tokenpilot_openclaw.testing import FakeAnthropic, Reply, ToolCall, anthropic_blocks
 
 MODEL = "claude-fake"

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tokenpilot.model_prices import load_price_file, prices_for
 from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.server import RunningProxy
+from tokenpilot_openclaw.proxy.server import RunningProxy
 from tokenpilot_openclaw.testing import FakeUpstream
 from tokenpilot_openclaw.testing_redis import LocalRedis
 

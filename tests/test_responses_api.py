@@ -16,8 +16,8 @@ import pytest
 
 from tokenpilot import Config, TokenPilot
 from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.responses_api import from_core, to_core, tools_from_core
-from tokenpilot_openclaw.server import RunningProxy
+from tokenpilot_openclaw.proxy.responses import from_core, to_core, tools_from_core
+from tokenpilot_openclaw.proxy.server import RunningProxy
 from tokenpilot_openclaw.testing import FakeUpstream, Reply, ToolCall
 
 MODEL = "gpt-fake"

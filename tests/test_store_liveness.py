@@ -34,7 +34,7 @@ redis = pytest.importorskip(
     "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
 )
 from tokenpilot.store_redis import RedisStore  # noqa: E402
-from tokenpilot_openclaw.crashdrill import TOOLS, _extends, _Proxy, _turn, free_port, system_prompt  # noqa: E402
+from tokenpilot_openclaw.crashdrill import TOOLS, ServeProcess, extends, free_port, system_prompt, tool_turn  # noqa: E402
 from tokenpilot_openclaw.testing_redis import LocalRedis  # noqa: E402
 
 
@@ -226,8 +226,8 @@ def test_lock_times_come_from_the_url_or_the_constructor(server):
 
 def test_serve_options_set_the_lock_times_and_the_store_timeout(server):
     from tokenpilot_openclaw.proxy import Proxy
-    from tokenpilot_openclaw.serve_options import add_serve_arguments
-    from tokenpilot_openclaw.server import settings_from_args
+    from tokenpilot_openclaw.proxy.serve_options import add_serve_arguments
+    from tokenpilot_openclaw.proxy.server import settings_from_args
 
     p = argparse.ArgumentParser()
     add_serve_arguments(p)
@@ -266,10 +266,10 @@ def test_a_busy_session_is_served_from_memory_without_a_store_failure(server, ca
         upstream="http://127.0.0.1:9/v1", store_url=server.url, store_lock_wait_s=0.5, store_dir=tmp_path
     )
     proxy = Proxy(settings)
-    history = _history("busy") + _turn(1, 0)
+    history = _history("busy") + tool_turn(1, 0)
     done = threading.Event()
     t = _hold_in_thread(RedisStore(server.url, lock_ttl_s=0.2), "busy", hold_s=2.0, done=done)
-    prepared = proxy._prepare(history, TOOLS, "busy", {})
+    prepared = proxy.path.prepare(history, TOOLS, "busy", {})
     assert prepared.session_id == "busy" and not done.is_set()
     assert caplog.text.count("stayed taken") == 1  # asked once: the save inside did not wait again
     assert "serving this call from this process's memory" in caplog.text
@@ -310,14 +310,14 @@ def test_an_own_write_that_a_stalled_redis_applies_late_does_not_roll_memory_bac
     for step in range(4):
         if step == 1:
             store.stalled = True  # this call's save is kept back; the next one's is skipped
-        history += _turn(1, step)
-        proxy._prepare(list(history), TOOLS, "late", {})
+        history += tool_turn(1, step)
+        proxy.path.prepare(list(history), TOOLS, "late", {})
     store.stalled = False
     landed = store.land()  # the state of call 1, written after calls 2 and 3 were served from memory
     memory = proxy.pilot.export_session("late")
     assert landed["session"] != memory
-    history += _turn(1, 4)
-    prepared = proxy._prepare(list(history), TOOLS, "late", {})
+    history += tool_turn(1, 4)
+    prepared = proxy.path.prepare(list(history), TOOLS, "late", {})
     assert prepared.stats.prefix_break is None  # nothing was re-rendered from the older state
     got = store.load_state("late")
     assert got is not None and got[1]["session"] == _as_stored(proxy.pilot.export_session("late"))
@@ -328,7 +328,7 @@ async def test_a_stalled_redis_never_hangs_the_proxy_and_nothing_is_lost(server,
     import aiohttp
 
     from tokenpilot_openclaw.proxy import ProxySettings
-    from tokenpilot_openclaw.server import RunningProxy
+    from tokenpilot_openclaw.proxy.server import RunningProxy
     from tokenpilot_openclaw.testing import FakeUpstream
 
     caplog.set_level(logging.INFO)
@@ -337,7 +337,7 @@ async def test_a_stalled_redis_never_hangs_the_proxy_and_nothing_is_lost(server,
 
     async def call(http: aiohttp.ClientSession, base: str, key: str) -> None:
         history = histories.setdefault(key, _history(key))
-        history += _turn(len(histories), len(originals.setdefault(key, {})))
+        history += tool_turn(len(histories), len(originals.setdefault(key, {})))
         originals[key][artifact_id_for(history[-1]["content"])] = history[-1]["content"]
         body = {"model": "m", "messages": history, "tools": TOOLS, "prompt_cache_key": key}
         # 10 s: before the breaker, one stalled call took 25 s
@@ -419,14 +419,14 @@ async def test_a_replica_killed_holding_a_sessions_lock_stalls_it_for_seconds_on
     env = {"PYTHONPATH": str(REPO)}
     key = "kill-session"
 
-    def replica(name: str) -> _Proxy:
+    def replica(name: str) -> ServeProcess:
         (tmp_path / name).mkdir()
-        p = _Proxy(upstream.url, free_port(), tmp_path / name, env)
+        p = ServeProcess(upstream.url, free_port(), tmp_path / name, env)
         p.cmd += ["--store", server.url]  # default --lock-ttl 5, --lock-wait 30
         return p
 
     def big_turn(step: int) -> list[dict[str, Any]]:
-        turn = _turn(3, step)
+        turn = tool_turn(3, step)
         turn[-1]["content"] = "".join(f"step {step} row {n}: {n * 7919 % 104729}\n" for n in range(60_000))
         return turn  # ~1.7 MB: its prepare holds the lock long enough to be caught
 
@@ -443,7 +443,7 @@ async def test_a_replica_killed_holding_a_sessions_lock_stalls_it_for_seconds_on
             await a.start(http)
             await b.start(http)
 
-            async def send(proxy: _Proxy, timeout_s: float = 60) -> None:
+            async def send(proxy: ServeProcess, timeout_s: float = 60) -> None:
                 body = {"model": "m", "messages": history, "tools": TOOLS, "prompt_cache_key": key}
                 t = aiohttp.ClientTimeout(total=timeout_s)
                 async with http.post(f"{proxy.url}/v1/chat/completions", json=body, timeout=t) as r:
@@ -454,7 +454,7 @@ async def test_a_replica_killed_holding_a_sessions_lock_stalls_it_for_seconds_on
                 originals[artifact_id_for(turn[-1]["content"])] = turn[-1]["content"]
 
             for step in range(4):  # the session on both replicas in turn
-                add(_turn(3, step))
+                add(tool_turn(3, step))
                 await send(a if step % 2 == 0 else b)
             caught = False
             for step in range(4, 10):
@@ -473,12 +473,12 @@ async def test_a_replica_killed_holding_a_sessions_lock_stalls_it_for_seconds_on
                 await task  # the call that died with it: the client retries it on b
             await send(b, timeout_s=10)  # the lock lapses within --lock-ttl; b answers within 10 s
             for later in range(step + 1, step + 3):
-                add(_turn(3, later))
+                add(tool_turn(3, later))
                 await send(b)
 
             bodies = [r.body for r in upstream.chat_requests()]
             breaks = [
-                i for i in range(1, len(bodies)) if not _extends(bodies[i], _without_tail(bodies[i - 1]))
+                i for i in range(1, len(bodies)) if not extends(bodies[i], _without_tail(bodies[i - 1]))
             ]
             assert breaks == [], f"prefix breaks at upstream bodies {breaks}"
             for aid, text in originals.items():  # nothing lost: every original byte-exact from b

@@ -31,11 +31,11 @@ redis = pytest.importorskip(
 from tokenpilot.store_redis import RedisStore  # noqa: E402
 from tokenpilot_openclaw.crashdrill import (  # noqa: E402
     TOOLS,
-    _extends,
-    _Proxy,
-    _turn,
+    ServeProcess,
+    extends,
     free_port,
     system_prompt,
+    tool_turn,
 )
 
 
@@ -246,8 +246,8 @@ async def test_replicas_share_sessions_across_a_sigkill(redis_url, tmp_path):
     url = _namespaced(redis_url)
     env = {"PYTHONPATH": str(REPO)}
 
-    def replica(name: str) -> _Proxy:
-        p = _Proxy(upstream.url, free_port(), tmp_path / name, env)
+    def replica(name: str) -> ServeProcess:
+        p = ServeProcess(upstream.url, free_port(), tmp_path / name, env)
         (tmp_path / name).mkdir()
         p.cmd += ["--store", url]
         return p
@@ -266,7 +266,7 @@ async def test_replicas_share_sessions_across_a_sigkill(redis_url, tmp_path):
             await b.start(http)
             served = {"a": 0, "b": 0}
 
-            async def send(step: int, proxy: _Proxy, fallback: _Proxy | None) -> None:
+            async def send(step: int, proxy: ServeProcess, fallback: ServeProcess | None) -> None:
                 body = {
                     "model": "m",
                     "messages": history,
@@ -282,7 +282,7 @@ async def test_replicas_share_sessions_across_a_sigkill(redis_url, tmp_path):
                     await send(step, fallback, None)  # what a load balancer does
 
             for step in range(12):
-                history.extend(_turn(7, step))
+                history.extend(tool_turn(7, step))
                 originals[artifact_id_for(history[-1]["content"])] = history[-1]["content"]
                 if step in (1, 10):  # a new day: only the session's stored state renders it the same
                     history[0] = {"role": "system", "content": system_prompt(f"2026-12-{2 + step:02d}")}
@@ -297,7 +297,7 @@ async def test_replicas_share_sessions_across_a_sigkill(redis_url, tmp_path):
             bodies = [r.body for r in upstream.chat_requests()]
             assert len(bodies) == 12
             breaks = [
-                i for i in range(1, len(bodies)) if not _extends(bodies[i], _without_tail(bodies[i - 1]))
+                i for i in range(1, len(bodies)) if not extends(bodies[i], _without_tail(bodies[i - 1]))
             ]
             assert breaks == [], f"prefix breaks at upstream bodies {breaks}"
             seen = {

@@ -30,11 +30,10 @@ from tokenpilot import TokenPilot
 from tokenpilot.errors import StoreError
 from tokenpilot.store import StateConflict
 from tokenpilot.store_disk import DiskStore
-from tokenpilot_openclaw import wire
-from tokenpilot_openclaw.crashdrill import _Proxy, free_port
+from tokenpilot_openclaw.crashdrill import ServeProcess, free_port
 from tokenpilot_openclaw.fleetdrill import SESSION as SID
 from tokenpilot_openclaw.fleetdrill import TOOLS, file_text, prefix_breaks, session_calls, settled
-from tokenpilot_openclaw.proxy import Proxy, ProxySettings
+from tokenpilot_openclaw.proxy import Proxy, ProxySettings, wire
 from tokenpilot_openclaw.testing import FakeUpstream
 
 TASKS = 10  # 30 calls: the one-process reference evicts several times
@@ -112,7 +111,7 @@ def one_process(calls: list[list[dict[str, Any]]], tmp: Path) -> tuple[list[byte
     for n, history in enumerate(calls):
         body = {"model": "m", "messages": history, "tools": TOOLS, "prompt_cache_key": SID}
         hist, per_call = wire.split_per_call(body["messages"])
-        prepared = proxy._prepare(hist, body["tools"], SID, {})
+        prepared = proxy.path.prepare(hist, body["tools"], SID, {})
         bodies.append(wire.encode(wire.upstream_body(body, prepared, per_call, SID)))
         if prepared.stats.prefix_break == "eviction":
             evictions.append(n)
@@ -123,7 +122,7 @@ def one_process(calls: list[list[dict[str, Any]]], tmp: Path) -> tuple[list[byte
 # ---------------------------------------------------------------------------
 # `tokenpilot serve --workers 2`
 # ---------------------------------------------------------------------------
-class Workers(_Proxy):
+class Workers(ServeProcess):
     """`tokenpilot serve --workers N` as a subprocess; ready once it says "serving"."""
 
     def __init__(self, upstream: str, workdir: Path, n: int = 2) -> None:
@@ -316,7 +315,7 @@ async def test_stats_on_redis_show_every_session_of_the_fleet(own_redis_url, tmp
     history = session_calls(1)[0]
     for sid, proxy in (("only-a", a), ("only-b", b), ("both", a), ("both", b)):
         hist, _ = wire.split_per_call(history)
-        await asyncio.to_thread(proxy._prepare, hist, TOOLS, sid, {})
+        await asyncio.to_thread(proxy.path.prepare, hist, TOOLS, sid, {})
     b.stats["both"].prompt_tokens += 7  # counted by b after its last write: shown too
     for proxy in (a, b):
         view = proxy.fleet_stats()

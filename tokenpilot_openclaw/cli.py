@@ -16,7 +16,7 @@ from typing import Any
 
 from tokenpilot.cli import run
 
-from .serve_options import add_serve_arguments
+from .proxy.serve_options import add_serve_arguments
 
 EXTRA = "tokenpilot[openclaw]"
 # what the extra brings; a ModuleNotFoundError naming one of these means "install the extra"
@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
         description="OpenAI-compatible proxy that keeps each session's prompt prefix cached and small.",
     )
     add_serve_arguments(s)
-    s.set_defaults(func=_lazy("serve", "server", "run_from_args"))
+    s.set_defaults(func=_lazy("serve", "proxy.server", "run_from_args"))
 
     p = subparsers.add_parser("openclaw", help="enable TokenPilot in OpenClaw's config, and check it")
     sub = p.add_subparsers(dest="openclaw_command", required=True)

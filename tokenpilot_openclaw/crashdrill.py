@@ -71,7 +71,8 @@ def tool_output(session: int, step: int, lines: int = 1500) -> str:
     )
 
 
-def _turn(session: int, step: int) -> list[dict[str, Any]]:
+def tool_turn(session: int, step: int) -> list[dict[str, Any]]:
+    """One step of a session: the assistant's tool call and its large output."""
     cid = f"call_{session}_{step}"
     args = json.dumps({"command": f"./run-check --case {session}-{step}"})
     return [
@@ -92,7 +93,7 @@ TOOLS = [
 ]
 
 
-class _Proxy:
+class ServeProcess:
     """One `tokenpilot serve` subprocess on a fixed port, state and store."""
 
     def __init__(self, upstream: str, port: int, workdir: Path, env: dict[str, str] | None) -> None:
@@ -173,7 +174,8 @@ def _last_seen(records: Sequence[Recorded]) -> dict[str, Recorded]:
     return last
 
 
-def _extends(new: Any, old: Any) -> bool:
+def extends(new: Any, old: Any) -> bool:
+    """Whether request body `new` continues `old`: same tools, `old`'s messages as its prefix."""
     if not isinstance(new, dict) or not isinstance(old, dict):
         return False
     n, o = new.get("messages") or [], old.get("messages") or []
@@ -199,7 +201,7 @@ async def crash_drill(
     await upstream.start()
     timeout = aiohttp.ClientTimeout(total=120)
     async with aiohttp.ClientSession(timeout=timeout) as http:
-        proxy = _Proxy(upstream.url, free_port(), workdir, env)
+        proxy = ServeProcess(upstream.url, free_port(), workdir, env)
         await proxy.start(http)
         killed = asyncio.Event()
         histories = {
@@ -224,7 +226,7 @@ async def crash_drill(
             while progress[j] < until:
                 step = progress[j]
                 if len(histories[j]) < 2 + 2 * (step + 1):
-                    histories[j] = histories[j] + _turn(j, step)
+                    histories[j] = histories[j] + tool_turn(j, step)
                 result.requests += 1
                 if await _stream(http, proxy.url, body(j)):
                     result.answered += 1
@@ -260,7 +262,7 @@ async def crash_drill(
             first_after: dict[str, Any] = {}
             for j in range(sessions):
                 if progress[j] >= steps:
-                    histories[j] = histories[j] + _turn(j, progress[j])  # one call more
+                    histories[j] = histories[j] + tool_turn(j, progress[j])  # one call more
                 n0 = len(upstream.chat_requests())
                 result.requests += 1
                 ok = await _stream(http, proxy.url, body(j))
@@ -271,7 +273,7 @@ async def crash_drill(
                 first_after[_key(j)] = seen[0].body if seen else None
             for key, old in last.items():
                 result.sessions_checked += 1
-                if not _extends(first_after.get(key), old.body):
+                if not extends(first_after.get(key), old.body):
                     result.prefix_changes += 1
                     result.problems.append(
                         f"{key}: the first request after the restart does not extend the last one before"

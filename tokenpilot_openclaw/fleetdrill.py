@@ -19,7 +19,7 @@ from typing import Any
 
 import aiohttp
 
-from .crashdrill import _Proxy, free_port
+from .crashdrill import ServeProcess, free_port
 from .testing import FakeUpstream
 
 SESSION = "fleet-session"
@@ -126,13 +126,13 @@ async def round_robin(
     store = RedisStore(url)
     upstream = FakeUpstream()
     await upstream.start()
-    procs: list[_Proxy] = []
+    procs: list[ServeProcess] = []
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as http:
             for i in range(replicas):
                 work = workdir / f"replica{i}-{uuid.uuid4().hex[:6]}"
                 work.mkdir(parents=True)
-                p = _Proxy(upstream.url, free_port(), work, env)
+                p = ServeProcess(upstream.url, free_port(), work, env)
                 p.cmd += ["--store", url]
                 procs.append(p)
                 await p.start(http)

@@ -28,8 +28,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .doctor import FAIL, OK, WARN, Check, check_proxy, check_stats, openclaw_checks, saved_stats
-from .serve_options import DEFAULT_PORT, default_state_dir
+from .doctor import openclaw_checks
+from .proxy.serve_options import DEFAULT_PORT, default_state_dir
+from .proxy_checks import FAIL, OK, WARN, Check, check_proxy, check_stats, saved_stats
 
 HOSTS = ("claude-code", "codex", "openclaw")
 DEFAULT_PROXY = f"http://127.0.0.1:{DEFAULT_PORT}"

@@ -488,7 +488,7 @@ class FakeAnthropic(_LocalServer):
 
     def _refusal(self, body: Any) -> str | None:
         """Why Anthropic would refuse the body (None: it would not)."""
-        from .anthropic_wire import breakpoints, pairing_errors
+        from .proxy.anthropic_render import breakpoints, pairing_errors
 
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return "messages: field required"

@@ -18,6 +18,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from .errors import internal_error, json_error
+
 log = logging.getLogger("tokenpilot.openclaw")
 
 MAX_REASON_CHARS = 200  # aiohttp's message quotes the offending line, up to 8 KB of it
@@ -39,8 +41,6 @@ class JsonErrorHandler(RequestHandler):
         exc: BaseException | None = None,
         message: str | None = None,
     ) -> web.StreamResponse:
-        from .proxy import internal_error, json_error  # proxy builds on this module's runner
-
         if status >= 500 and status != 504:
             log.error(
                 "tokenpilot: internal error answering %s %s", request.method, request.path, exc_info=exc

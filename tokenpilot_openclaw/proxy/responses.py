@@ -24,13 +24,23 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from aiohttp import web
+
 from tokenpilot import Prepared
 from tokenpilot.messages import parse_arguments, tool_name
 
 from . import codex_wire, sse, wire
 from .apis import DEFERRED, RECALL_TOOL_NAME
+from .request_path import RequestPath
 from .sessions import resolve_session_id
-from .wire import BadRequest, _kind
+from .translated import Translated
+from .wire import BadRequest, json_kind
+
+
+def add_routes(app: web.Application, path: RequestPath) -> None:
+    app.router.add_post("/v1/responses", Translated(path, ResponsesApi()).handle)
+    app.router.add_get("/v1/responses", codex_wire.refuse_websocket)  # Codex's WebSocket try: 426, use HTTP
+
 
 INSTRUCTIONS = "tp_instructions"  # marks the system message that was `instructions`
 ITEM = "tp_item"  # an input item with no chat equivalent, as a content part
@@ -51,10 +61,10 @@ def check_body(body: Any) -> dict[str, Any]:
     translation never meets a shape it cannot take (a tool that is a number).
     """
     if not isinstance(body, dict):
-        raise BadRequest(f"the request body must be a JSON object, got {_kind(body)}")
+        raise BadRequest(f"the request body must be a JSON object, got {json_kind(body)}")
     inp = body.get("input")
     if inp is not None and not isinstance(inp, (str, list)):
-        raise BadRequest(f"'input' must be a string or a list of items, got {_kind(inp)}", "input")
+        raise BadRequest(f"'input' must be a string or a list of items, got {json_kind(inp)}", "input")
     for i, item in enumerate(inp if isinstance(inp, list) else []):
         _check_item(item, f"input[{i}]")
     for name, types in (
@@ -64,24 +74,26 @@ def check_body(body: Any) -> dict[str, Any]:
         ("tools", (list,)),
     ):
         if body.get(name) is not None and not isinstance(body[name], types):
-            raise BadRequest(f"'{name}' must be {_kind(types[0]())}, got {_kind(body[name])}", name)
+            raise BadRequest(f"'{name}' must be {json_kind(types[0]())}, got {json_kind(body[name])}", name)
     for j, t in enumerate(body.get("tools") or []):
         if not isinstance(t, dict) or not isinstance(t.get("type"), str):
-            raise BadRequest(f"tools[{j}] must be an object with a string 'type', got {_kind(t)}", "tools")
+            raise BadRequest(
+                f"tools[{j}] must be an object with a string 'type', got {json_kind(t)}", "tools"
+            )
         if (t["type"] == "function" or "name" in t) and not isinstance(t.get("name"), str):
-            raise BadRequest(f"tools[{j}].name must be a string, got {_kind(t.get('name'))}", "tools")
+            raise BadRequest(f"tools[{j}].name must be a string, got {json_kind(t.get('name'))}", "tools")
     if body.get("stream") not in (None, True, False):
-        raise BadRequest(f"'stream' must be a boolean, got {_kind(body['stream'])}", "stream")
+        raise BadRequest(f"'stream' must be a boolean, got {json_kind(body['stream'])}", "stream")
     return body
 
 
 def _check_item(item: Any, where: str) -> None:
     """One `input` item, as far as `to_core` reads it (other item kinds ride untouched)."""
     if not isinstance(item, dict):
-        raise BadRequest(f"{where} must be an object, got {_kind(item)}", "input")
+        raise BadRequest(f"{where} must be an object, got {json_kind(item)}", "input")
     kind = item.get("type", "message")
     if not isinstance(kind, str):
-        raise BadRequest(f"{where}.type must be a string, got {_kind(kind)}", "input")
+        raise BadRequest(f"{where}.type must be a string, got {json_kind(kind)}", "input")
     if kind == "message":
         _need_str(item, "role", where)
         _check_parts(item.get("content"), f"{where}.content", none_ok=True)
@@ -89,7 +101,9 @@ def _check_item(item: Any, where: str) -> None:
         _need_str(item, "call_id", where)
         _need_str(item, "name", where)
         if kind == "function_call" and not isinstance(item.get("arguments", ""), str):
-            raise BadRequest(f"{where}.arguments must be a string, got {_kind(item['arguments'])}", "input")
+            raise BadRequest(
+                f"{where}.arguments must be a string, got {json_kind(item['arguments'])}", "input"
+            )
     elif kind in OUTPUTS:
         _need_str(item, "call_id", where)
         _check_parts(item.get("output", ""), f"{where}.output", none_ok=False)
@@ -97,7 +111,7 @@ def _check_item(item: Any, where: str) -> None:
 
 def _need_str(item: dict[str, Any], key: str, where: str) -> None:
     if not isinstance(item.get(key), str):
-        raise BadRequest(f"{where}.{key} must be a string, got {_kind(item.get(key))}", "input")
+        raise BadRequest(f"{where}.{key} must be a string, got {json_kind(item.get(key))}", "input")
 
 
 def _check_parts(content: Any, where: str, *, none_ok: bool) -> None:
@@ -105,11 +119,11 @@ def _check_parts(content: Any, where: str, *, none_ok: bool) -> None:
     if content is None and none_ok or isinstance(content, str):
         return
     if not isinstance(content, list):
-        raise BadRequest(f"{where} must be a string or a list of parts, got {_kind(content)}", "input")
+        raise BadRequest(f"{where} must be a string or a list of parts, got {json_kind(content)}", "input")
     for k, part in enumerate(content):
         if not isinstance(part, dict) or not isinstance(part.get("type"), str):
             raise BadRequest(
-                f"{where}[{k}] must be an object with a string 'type', got {_kind(part)}", "input"
+                f"{where}[{k}] must be an object with a string 'type', got {json_kind(part)}", "input"
             )
 
 

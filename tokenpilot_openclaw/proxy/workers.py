@@ -26,9 +26,10 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from .proxy import ProxySettings, SetupError, read_secrets
+from .settings import ProxySettings, SetupError, read_secrets
 from .upstream import redact_url
 
 log = logging.getLogger("tokenpilot.openclaw")
@@ -37,6 +38,8 @@ MAX_WORKERS = 64
 STOP_GRACE_S = 30.0  # a worker's requests finish (10 s) and its state is saved, then SIGKILL
 QUICK_DEATH_S = 10.0  # a worker dying sooner after its start counts towards giving up
 QUICK_DEATHS = 5  # consecutive quick deaths of one worker: something is wrong, stop
+# `server.serve`: serves the settings until stopped, calling `on_ready` with its URL once bound
+Serve = Callable[..., Awaitable[None]]
 
 
 @dataclass
@@ -67,8 +70,9 @@ def reserve_port(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_workers(settings: ProxySettings) -> int:
-    """Serve with `settings.workers` processes until SIGTERM/SIGINT; the exit code."""
+def run_workers(settings: ProxySettings, serve: Serve) -> int:
+    """Serve with `settings.workers` processes until SIGTERM/SIGINT; the exit code.
+    Each worker runs `serve` (`server.serve`, handed in: the server starts the workers)."""
     if settings.workers > MAX_WORKERS:
         raise SetupError(f"--workers {settings.workers}: at most {MAX_WORKERS}")
     read_secrets(settings)  # a missing secret is said once, here, not by every worker
@@ -76,7 +80,7 @@ def run_workers(settings: ProxySettings) -> int:
     try:
         port = sock.getsockname()[1]
         child = replace(settings, port=port, reuse_port=True)
-        return Supervisor(child, sock).run()
+        return Supervisor(child, sock, serve).run()
     finally:
         sock.close()
 
@@ -84,8 +88,9 @@ def run_workers(settings: ProxySettings) -> int:
 class Supervisor:
     """The parent: forks, watches and stops the workers (see the module doc)."""
 
-    def __init__(self, settings: ProxySettings, reserved: socket.socket) -> None:
+    def __init__(self, settings: ProxySettings, reserved: socket.socket, serve: Serve) -> None:
         self.settings = settings
+        self.serve = serve
         self.reserved = reserved
         self.workers: dict[int, _Worker] = {}  # pid -> worker
         self.stopping: int | None = None  # the signal being forwarded
@@ -170,13 +175,12 @@ class Supervisor:
         fmt = f"%(asctime)s %(levelname)s [worker {index}] %(message)s"
         for handler in logging.getLogger().handlers:
             handler.setFormatter(logging.Formatter(fmt))
-        from .server import serve
 
         def ready(_url: str) -> None:
             os.write(self._ready_w, os.getpid().to_bytes(4, "little"))
 
         try:
-            asyncio.run(serve(self.settings, on_ready=ready))
+            asyncio.run(self.serve(self.settings, on_ready=ready))
         except (SetupError, OSError, ValueError) as exc:
             log.error("tokenpilot: worker %d cannot serve: %s", index, exc)
             return 1

@@ -30,11 +30,12 @@ from aiohttp import web
 from tokenpilot.messages import content_text
 from tokenpilot.model_prices import prices_for, spent_and_saved
 
+from .errors import foreign_derived, json_error
 from .sessions import SessionStats, derived_owner
 from .timeline import POINT, as_dicts, point
 
 if TYPE_CHECKING:
-    from .proxy import Proxy
+    from .app import Proxy
 
 PREFIX = "/tokenpilot/dashboard"
 COOKIE = "tokenpilot_dashboard"
@@ -270,7 +271,7 @@ class Dashboard:
 
     @property
     def listed(self) -> bool:
-        return self.proxy._auth_token is not None or self.proxy.settings.list_sessions
+        return self.proxy.auth_token is not None or self.proxy.settings.list_sessions
 
     def data(self, now: float | None = None) -> dict[str, Any]:
         """Figures per session (when listed) and in total; series of the most recent sessions.
@@ -280,7 +281,7 @@ class Dashboard:
         now = time.time() if now is None else now
         stats = dict(self.proxy.stats)
         rows = {sid: figures(st, self.proxy.prices) for sid, st in stats.items()}
-        seen = self.proxy._last_seen
+        seen = self.proxy.keeper.last_seen
         recent = sorted(stats, key=lambda sid: seen.get(sid, 0), reverse=True)[:SHOWN_SESSIONS]
         series = {
             sid: [*as_dicts(stats[sid].series), dict(zip(POINT, point(stats[sid], now)))] for sid in recent
@@ -291,7 +292,7 @@ class Dashboard:
             "charted_sessions": len(recent),
             "sessions_total": len(stats),
             "sessions_listed": self.listed,
-            "uptime_s": round(now - self.proxy._started, 1),
+            "uptime_s": round(now - self.proxy.started, 1),
         }
         if self.listed:
             body["sessions"] = {
@@ -385,7 +386,7 @@ class Dashboard:
 
     # -- handlers ---------------------------------------------------------------
     async def page(self, request: web.Request) -> web.Response:
-        token = self.proxy._auth_token
+        token = self.proxy.auth_token
         if token and "token" in request.query:  # to the cookie, out of the address bar
             found = web.HTTPFound(PREFIX)
             found.set_cookie(COOKIE, request.query["token"], path=PREFIX, httponly=True, samesite="Strict")
@@ -404,8 +405,6 @@ class Dashboard:
 
     async def artifact(self, request: web.Request) -> web.Response:
         """An original (from the store, not counted as the agent's recall) beside its reduced form."""
-        from .proxy import _foreign_derived, json_error
-
         if not self.listed:
             return json_error(403, "artifacts are shown behind --auth-token-env or with --list-sessions",
                               type_="permission_error", code="sessions_not_listed")  # fmt: skip
@@ -413,7 +412,7 @@ class Dashboard:
         aid = request.match_info["artifact_id"]
         if not sid or (sid not in self.proxy.stats and not derived_owner(sid)[0]):
             return json_error(404, "no such session", type_="not_found", param="session")
-        if (refused := _foreign_derived(sid, request.headers)) is not None:
+        if (refused := foreign_derived(sid, request.headers)) is not None:
             return refused
         try:
             result = await asyncio.to_thread(self.proxy.pilot.store.recall, sid, aid)
@@ -423,7 +422,7 @@ class Dashboard:
         if not result.found:
             return json_error(404, result.note, type_="not_found", code="artifact_not_found")
         original = result.text or ""
-        reduced = reduced_form(self.proxy._last_stable.get(sid) or [], aid)
+        reduced = reduced_form(self.proxy.keeper.last_stable.get(sid) or [], aid)
         page = PAGE.replace("{{body}}", artifact_body(sid, aid, original, reduced)).replace("{{script}}", "")
         return web.Response(text=page, content_type="text/html", charset="utf-8")
 

@@ -39,7 +39,7 @@ from tokenpilot.model_prices import prices_for, spent_and_saved
 from .sessions import SessionStats, merge_stats
 
 if TYPE_CHECKING:
-    from .proxy import Proxy
+    from .app import Proxy
 
 log = logging.getLogger("tokenpilot.openclaw")
 
@@ -139,7 +139,7 @@ def session_stats(proxy: Proxy) -> dict[str, SessionStats]:
             if not isinstance(sid, str):
                 continue
             stored = SessionStats.from_dict(data.get("stats") or {})
-            out[sid] = merge_stats(stored, local.get(sid), proxy._stats_base.get(sid))
+            out[sid] = merge_stats(stored, local.get(sid), proxy.keeper.stats_base.get(sid))
     except (OSError, TypeError, ValueError) as exc:  # the store is down: this process's figures
         log.warning("tokenpilot: /metrics could not read the shared store: %s", exc)
         return local

@@ -1,7 +1,8 @@
-"""`/v1/messages` for the proxy: the Anthropic `Api` (request, recall turns, stream relay).
+"""`/v1/messages` and `/v1/messages/count_tokens` (Claude Code): the Anthropic Messages API.
 
-Translation and breakpoints are `anthropic_wire`'s; this module handles the answers.
-A streamed turn is relayed event by event until its first `tool_use` block; from there
+Translation is `anthropic_wire`'s (in) and `anthropic_render`'s (out, with the cache
+breakpoints); this module handles the answers, on the shared request path
+(`translated.Translated`). A streamed turn is relayed event by event until its first `tool_use` block; from there
 on its events are held until the turn ends: without a recall they go out as they
 came, with one the proxy answers it and relays the next turn's blocks renumbered after
 the ones the client already has, as one message (one `message_start`, one
@@ -10,18 +11,75 @@ the ones the client already has, as one message (one `message_start`, one
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
-from tokenpilot import Prepared
+import aiohttp
+from aiohttp import web
 
-from . import anthropic_wire, sse, wire
+from tokenpilot import Prepared
+from tokenpilot.errors import MessageError
+
+from . import anthropic_render, anthropic_wire, sse, wire
 from .apis import DEFERRED, RECALL_TOOL_NAME
+from .errors import json_error
+from .request_path import RequestPath
+from .sessions import SessionStats
+from .translated import Translated
+from .upstream import response_headers
 from .wire import MAX_UPSTREAM_JSON_DEPTH, loads_bounded
+
+log = logging.getLogger("tokenpilot.openclaw")
 
 DEFAULT_VERSION = "2023-06-01"
 FORWARD_HEADERS = ("anthropic-version", "anthropic-beta")
+
+
+def add_routes(app: web.Application, path: RequestPath) -> None:
+    app.router.add_post("/v1/messages", Translated(path, AnthropicApi()).handle)
+    app.router.add_post("/v1/messages/count_tokens", CountTokens(path).handle)
+
+
+class CountTokens:
+    """The managed request's size, from the upstream's count_tokens. Counted on a copy of
+    the session, so a count commits nothing (Claude Code counts what it never sends)."""
+
+    def __init__(self, path: RequestPath) -> None:
+        self.path = path
+        self.api = AnthropicApi()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        path, api = self.path, self.api
+        parsed = await Translated(path, api).body(request)
+        if isinstance(parsed, web.Response):
+            return parsed
+        body, history, tools, sid = parsed
+        prepared: Prepared | None = None
+        try:
+            prepared = await path.pools.prepare(
+                lambda: path.prepare_copy(history, tools, sid, request.headers)
+            )
+        except MessageError as exc:
+            return json_error(400, str(exc), type_="invalid_request_error", param="messages")
+        except Exception:  # count what the client sent rather than fail the count
+            log.exception("tokenpilot: counting failed for session %s; counting the request as sent", sid)
+        out = api.upstream_body(body, prepared, sid)  # the client's keys: it knows what counts take
+        headers = api.headers(path.upstream_headers(request), request.headers, path.upstream.api_key)
+        resp = await path.send(out, headers, SessionStats(), path="/messages/count_tokens")
+        if isinstance(resp, web.Response):
+            return resp
+        try:
+            payload = await resp.read()
+        except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
+            return json_error(
+                502, f"upstream response broken: {exc}", type_="upstream_error", code="upstream_broken"
+            )
+        finally:
+            resp.release()
+        return web.Response(status=resp.status, body=payload, headers=response_headers(resp))
 
 
 class AnthropicApi:
@@ -45,7 +103,7 @@ class AnthropicApi:
     def upstream_body(
         self, body: Mapping[str, Any], prepared: Prepared | None, session_id: str | None
     ) -> dict[str, Any]:
-        return anthropic_wire.upstream_body(body, prepared)
+        return anthropic_render.upstream_body(body, prepared)
 
     def headers(
         self, base: dict[str, str], incoming: Mapping[str, str], api_key: str | None

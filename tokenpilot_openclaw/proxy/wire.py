@@ -122,10 +122,10 @@ def json_depth_exceeds(raw: bytes, limit: int) -> bool:
 def check_chat_body(body: Any) -> dict[str, Any]:
     """The body as a dict, or `BadRequest` naming the first wrong field."""
     if not isinstance(body, dict):
-        raise BadRequest(f"the request body must be a JSON object, got {_kind(body)}")
+        raise BadRequest(f"the request body must be a JSON object, got {json_kind(body)}")
     messages = body.get("messages")
     if not isinstance(messages, list):
-        raise BadRequest(f"'messages' must be a list of messages, got {_kind(messages)}", "messages")
+        raise BadRequest(f"'messages' must be a list of messages, got {json_kind(messages)}", "messages")
     try:
         check_messages(messages)
     except MessageError as exc:
@@ -140,7 +140,7 @@ def check_chat_body(body: Any) -> dict[str, Any]:
     for name, types in expected.items():
         if name in body and not isinstance(body[name], types):
             want = " or ".join("null" if t is type(None) else _JSON_NAMES[t] for t in types)
-            raise BadRequest(f"'{name}' must be {want}, got {_kind(body[name])}", name)
+            raise BadRequest(f"'{name}' must be {want}, got {json_kind(body[name])}", name)
     for j, tool in enumerate(body.get("tools") or []):
         fn = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
@@ -150,7 +150,7 @@ def check_chat_body(body: Any) -> dict[str, Any]:
     return body
 
 
-def _kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
     """A JSON value's kind, for error messages."""
     return "null" if value is None else _JSON_NAMES.get(type(value), type(value).__name__)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from .app import Proxy
 from .connections import (
     AcceptErrorLog,
     ConnectionGate,
@@ -28,13 +29,14 @@ from .connections import (
     raise_fd_limit,
 )
 from .http_errors import JsonErrorRunner
-from .proxy import MB, Proxy, ProxySettings, SetupError
 from .serve_options import (
     DEFAULT_CLIENT_TIMEOUT_S,
     DEFAULT_RECALL_QUEUE,
     DEFAULT_RECALL_WORKERS,
+    MB,
     add_serve_arguments,
 )
+from .settings import ProxySettings, SetupError
 from .upstream import redact_url
 
 log = logging.getLogger("tokenpilot.openclaw")
@@ -96,7 +98,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         if settings.workers > 1:
             from .workers import run_workers
 
-            return run_workers(settings)
+            return run_workers(settings, serve)
         asyncio.run(serve(settings))
     except (SetupError, ValueError) as exc:
         print(f"tokenpilot serve: {exc}", file=sys.stderr)
