@@ -42,8 +42,9 @@ TARGET = 512  # average bytes of a block of list elements or dict items (the ope
 MAX_BLOCK = 16 * TARGET  # a block is cut here whatever its content (bounds the open block)
 STR_MIN = 1024  # strings from this many chars on are chunks of their own (stored once)
 SMALL = 256  # containers whose JSON is shorter stay inline in their parent
-_MANY = 48  # containers with more elements are never tried as one piece
-_FEW = 8  # dicts with more items than this, and large, are cut into blocks of items
+_MANY = 48  # containers with more elements are never tried as one piece; dicts with more
+# items are maps (cut into blocks as lists are), smaller ones records (their fields stay in
+# place, so a head shows a state's id and counters as they are)
 
 META = "\x00journal"  # the head's key for its own record (versions, format)
 STR, LIST, DICT = "\x00s", "\x00l", "\x00o"
@@ -218,7 +219,7 @@ class _Splitter:
             if len(whole) < SMALL and '"\\u0000' not in whole:
                 return whole
         texts = self.items(d)
-        if len(texts) > _FEW and sum(map(len, texts)) >= 2 * SMALL:  # a growing map: blocks, as a list
+        if len(texts) > _MANY and sum(map(len, texts)) >= SMALL:  # a growing map: blocks, as a list
             refs = [self.put("{" + ",".join(b) + "}") for b in _blocks(texts)]
             return '{"\\u0000o":' + self.refs(refs) + "}"
         return "{" + ",".join(texts) + "}"  # a record: its fields stay in place

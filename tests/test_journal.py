@@ -112,7 +112,7 @@ def test_each_save_writes_what_is_new_plus_a_head_of_bounded_size():
             heads.append(len(cut.head()))
     mean_written, mean_added = sum(written) / len(written), sum(added) / len(added)
     assert mean_written <= 2 * mean_added + 2048, (mean_written, mean_added)
-    assert max(heads) - min(heads) < 600, (min(heads), max(heads))
+    assert max(heads) < 4096 and heads[-1] <= heads[0] + 512, (heads[0], max(heads), heads[-1])
 
 
 def test_chunks_are_the_same_in_every_process():
@@ -166,9 +166,9 @@ _json = st.recursive(
 def test_any_json_state_round_trips_even_with_tiny_blocks(data):
     """Keys that look like references, lone surrogates, nesting: what comes back is what
     JSON would give back, with limits small enough that every path cuts chunks."""
-    saved = {k: getattr(J, k) for k in ("TARGET", "MAX_BLOCK", "STR_MIN", "SMALL", "_MANY", "_FEW", "_SCALE")}
+    saved = {k: getattr(J, k) for k in ("TARGET", "MAX_BLOCK", "STR_MIN", "SMALL", "_MANY", "_SCALE")}
     try:
-        J.TARGET, J.MAX_BLOCK, J.STR_MIN, J.SMALL, J._MANY, J._FEW = 16, 64, 20, 16, 3, 2
+        J.TARGET, J.MAX_BLOCK, J.STR_MIN, J.SMALL, J._MANY = 16, 64, 20, 16, 3
         J._SCALE = 2**32 // J.TARGET
         cut = J.split(data)
         got, _ = J.join(json.loads(cut.head({"v": 1})), fetcher(cut.chunks))
