@@ -1,17 +1,25 @@
-"""Session state in a folder: per session, a head file and an append-only journal of chunks.
+"""Session state in a folder: per session, an append-only journal and a copy of its head.
 
 The embedded backend's half for state (`store_disk.DiskStore`). A save cuts the state
-into content-addressed chunks and a small head (`journal`), appends the chunks the
-journal does not hold yet to `<name>.<gen>.jnl` (one line each: digest, space, ASCII
-JSON), then replaces `<name>.json` with the head (a temporary file, then a rename). The
-head names the journal generation and the length it covers, and carries the version:
+into content-addressed chunks and a small head (`journal`) and appends, in one write, the
+chunks the journal does not hold yet and then the head, to `<name>.<gen>.jnl` (a record a
+line: `<digest> <json>` for a chunk, `H <json>` for a head). It then writes the head over
+`<name>.json` in place: a readable copy that holds the version (read per request when
+processes share the folder) and the offset of the head's record in the journal.
 
-- a crash after the appends and before the rename leaves the old head, which covers
-  only what it wrote; the next save cuts the journal back to that length first;
-- the journal grows only by what is new; when it holds more than twice what the head
-  reaches (plus `_SLACK` bytes), the next save writes a fresh generation with only the
-  live chunks, points the head at it, and removes the old one, so it stays bounded.
-  Closing a session compacts its journal the same way.
+No file is renamed: replacing a file by a rename costs milliseconds on ext4 (it flushes
+the new file's data first), an append and an in-place write cost microseconds. Safety
+comes from the journal instead:
+- the head that counts is `<name>.json` when it parses and equals the journal's record at
+  the offset it names; else (a write torn by a crash, or read while being written) the
+  last complete head record of the newest journal;
+- a crash in the middle of an append leaves the previous head the one that counts; the
+  next save cuts the journal back to the end of that head's record before appending;
+- the journal grows by what is new and the head; past twice what the head reaches (plus
+  `_SLACK` bytes) a save writes a fresh generation with only the live chunks, points the
+  head at it and removes the old one, so it stays bounded. Closing a session compacts it.
+As before the journal, nothing is fsynced: a process that dies loses no saved state; a
+machine that loses power may lose the last saves.
 
 Files are ASCII JSON: text the agent sent with lone surrogates is kept as `\\udXXX`
 escapes. A folder written before the journal (one whole state per `<name>.json`, its
@@ -25,8 +33,10 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,17 +48,29 @@ log = logging.getLogger("tokenpilot")
 
 _SLACK = 256 * 1024  # journal bytes beyond twice the live ones that a session may carry
 _READ_TRIES = 3  # a reader without the lock retries when a compaction moved the journal
+_REMEMBERED = 1024  # sessions whose journal this process remembers (LRU)
+_GEN = re.compile(r"\.(\d+)\.jnl$")
 
 
 @dataclass
 class _Tail:
-    """What this process knows of a session's journal: the head's generation and covered
-    length when it last read or wrote them, and the chunks that part holds."""
+    """What this process knows of a session's journal: its generation, the end of the head
+    record that counts, and the chunks before it."""
 
     gen: int
     length: int
     known: set[str] = field(default_factory=set)
     fresh: bool = False  # no head yet (none, or a state of the old layout beside a `.ver`)
+
+
+@dataclass
+class _Head:
+    """The head that counts: parsed, its journal generation, and its record's offsets."""
+
+    doc: dict[str, Any]
+    gen: int
+    start: int  # where its record starts: every chunk it reaches is before
+    end: int
 
 
 class StateFiles:
@@ -57,7 +79,7 @@ class StateFiles:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).expanduser()
         self.path.mkdir(parents=True, exist_ok=True)
-        self._tails: dict[str, _Tail] = {}
+        self._tails: OrderedDict[str, _Tail] = OrderedDict()
         self._guard = threading.Lock()
         self._stripes = [threading.Lock() for _ in range(16)]
         self.bytes_written = 0  # chunks and heads, for benchmarks
@@ -70,11 +92,20 @@ class StateFiles:
     def _journal_at(head_file: Path, gen: int) -> Path:
         return head_file.with_name(f"{head_file.stem}.{gen}.jnl")
 
+    def _journals(self, head_file: Path) -> list[tuple[int, Path]]:
+        """The session's journal files, newest generation first."""
+        found = []
+        for p in self.path.glob(f"{head_file.stem}.*.jnl"):
+            m = _GEN.search(p.name)
+            if m:
+                found.append((int(m.group(1)), p))
+        return sorted(found, reverse=True)
+
     # -- writing ------------------------------------------------------------------
     def save(self, session_id: str, data: Mapping[str, Any], version: int | None = None) -> None:
-        """Write `data` as the session's state: new chunks first, the head last (see module
-        doc). The caller serialises saves of one session (its session lock); `version` is
-        kept in the head for processes that share the folder."""
+        """Write `data` as the session's state: its new chunks and its head appended in one
+        write, then the head's copy (see module doc). `version` is kept in the head for
+        processes that share the folder; the caller serialises them (the session lock)."""
         target = self.file_for(session_id)
         with self._stripe(target):
             self._save(target, data, version)
@@ -85,66 +116,75 @@ class StateFiles:
         return self._stripes[hash(target.name) % len(self._stripes)]
 
     def _save(self, target: Path, data: Mapping[str, Any], version: int | None) -> None:
-        tail = self._tail(target)  # the stripe lock keeps it current for this session
-        meta: dict[str, Any] = {} if version is None else {"v": int(version)}
+        tail = self._tail(target)
         cut = journal.split(data)
-        live_bytes = sum(len(d) + len(t) + 2 for d, t in cut.chunks.items())
         new = cut.new_chunks(tail.known)
-        grown = tail.length + sum(len(d) + len(t) + 2 for d, t in new.items())
         old_gen = None
-        if grown > 2 * live_bytes + _SLACK:  # compact: a fresh generation with only live chunks
-            old_gen, tail = tail.gen, _Tail(tail.gen + 1, 0)
+        live = sum(len(d) + len(t) + 2 for d, t in cut.chunks.items())
+        if tail.length + sum(len(d) + len(t) + 2 for d, t in new.items()) > 2 * live + _SLACK:
+            old_gen, tail = tail.gen, _Tail(tail.gen + 1, 0, fresh=tail.fresh)  # compact
             new = cut.chunks
-        legacy = tail.fresh
-        tail = self._append(target, tail, new)
-        meta.update(gen=tail.gen, len=tail.length)
-        head = cut.head(meta)
-        self._replace(target, head)
-        self.bytes_written += len(head)
-        tail.known = set(cut.chunks) if old_gen is not None else tail.known | set(new)
-        with self._guard:
-            self._tails[str(target)] = tail
-        if legacy:  # the old layout's version file: the head has the version now
+        chunks = "".join(f"{d} {t}\n" for d, t in new.items()).encode("ascii")
+        meta: dict[str, Any] = {} if version is None else {"v": int(version)}
+        meta.update(gen=tail.gen, len=tail.length + len(chunks))
+        head = cut.head(meta).encode("ascii")
+        end = self._append(target, tail, chunks + b"H " + head + b"\n")
+        self._write_copy(target, head)
+        known = set(cut.chunks) if old_gen is not None else tail.known | set(new)
+        self._remember(target, _Tail(tail.gen, end, known))
+        if tail.fresh:  # the old layout's version file: the head has the version now
             with contextlib.suppress(OSError):
                 target.with_suffix(".ver").unlink()
         if old_gen is not None:
             with contextlib.suppress(OSError):
                 self._journal_at(target, old_gen).unlink()
 
-    def _tail(self, target: Path) -> _Tail:
-        """The journal as the head on disk describes it (re-read when another process, or a
-        crash, left it different from what this process remembers)."""
-        meta = self._meta(target)
-        if meta is None:
-            gen = self._tails[str(target)].gen + 1 if str(target) in self._tails else 0
-            return _Tail(gen, 0, fresh=True)
-        gen, length = int(meta.get("gen", 0)), int(meta.get("len", 0))
-        mine = self._tails.get(str(target))
-        if mine is not None and (mine.gen, mine.length) == (gen, length):
-            return mine
-        try:
-            chunks = _read_journal(self._journal_at(target, gen), length)
-        except OSError:
-            return _Tail(gen + 1, 0)  # the journal is gone: start a fresh generation
-        return _Tail(gen, length, set(chunks))
+    def _remember(self, target: Path, tail: _Tail) -> None:
+        with self._guard:
+            self._tails[str(target)] = tail
+            self._tails.move_to_end(str(target))
+            while len(self._tails) > _REMEMBERED:
+                self._tails.popitem(last=False)
 
-    def _append(self, target: Path, tail: _Tail, chunks: Mapping[str, str]) -> _Tail:
-        """Append `chunks` after the part the head covers, cutting off whatever a crashed
-        save left beyond it; the tail after the append."""
-        path = self._journal_at(target, tail.gen)
-        text = "".join(f"{d} {t}\n" for d, t in chunks.items()).encode("ascii")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    def _tail(self, target: Path) -> _Tail:
+        """Where the next save appends: after the head that counts (re-read when another
+        process, or a crash, left the files different from what this process remembers)."""
+        found = self._find(target)
+        if not isinstance(found, _Head):
+            gens = self._journals(target)
+            return _Tail(gens[0][0] + 1 if gens else 0, 0, fresh=True)
+        mine = self._tails.get(str(target))
+        if mine is not None and (mine.gen, mine.length) == (found.gen, found.end):
+            return mine
+        chunks = _read_journal(self._journal_at(target, found.gen), found.start)
+        return _Tail(found.gen, found.end, set(chunks))
+
+    def _append(self, target: Path, tail: _Tail, records: bytes) -> int:
+        """Write `records` after the head that counts, cutting off whatever a crashed save
+        left beyond it; the journal's new length."""
+        fd = os.open(self._journal_at(target, tail.gen), os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             if os.fstat(fd).st_size != tail.length:
                 os.ftruncate(fd, tail.length)
-            os.lseek(fd, tail.length, os.SEEK_SET)
-            view = memoryview(text)
+            view, at = memoryview(records), tail.length
             while view:
-                view = view[os.write(fd, view) :]
+                n = os.pwrite(fd, view, at)
+                view, at = view[n:], at + n
         finally:
             os.close(fd)
-        self.bytes_written += len(text)
-        return _Tail(tail.gen, tail.length + len(text), set(tail.known))
+        self.bytes_written += len(records)
+        return tail.length + len(records)
+
+    def _write_copy(self, target: Path, head: bytes) -> None:
+        """The head's readable copy, written in place (a reader that catches it half
+        written, or a crash that tears it, falls back on the journal's record)."""
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, head, 0)
+            os.ftruncate(fd, len(head))
+        finally:
+            os.close(fd)
+        self.bytes_written += len(head)
 
     def _replace(self, target: Path, text: str) -> None:
         """Write `text` to `target` atomically (a temporary file, then a rename)."""
@@ -162,51 +202,82 @@ class StateFiles:
         session's collection); the bytes freed. The caller holds the session's lock."""
         target = self.file_for(session_id)
         with self._stripe(target):
-            return self._compact(target)
-
-    def _compact(self, target: Path) -> int:
-        try:
-            head = _read_json(target)
-        except FileNotFoundError:
-            return 0
-        if not journal.is_head(head):
-            return 0
-        meta = journal.head_meta(head)
-        gen, length = int(meta.get("gen", 0)), int(meta.get("len", 0))
-        chunks = _read_journal(self._journal_at(target, gen), length)
-        live = journal.reachable(head, lambda ds: chunks)
-        kept = {d: chunks[d] for d in live}
-        fresh = self._append(target, _Tail(gen + 1, 0), kept)
-        meta.update(gen=fresh.gen, len=fresh.length)
-        self._replace(target, journal.head_text(journal.body_of(head), meta))
-        fresh.known = set(kept)
-        with self._guard:
-            self._tails[str(target)] = fresh
-        with contextlib.suppress(OSError):
-            self._journal_at(target, gen).unlink()
-        return length - fresh.length
+            found = self._find(target)
+            if not isinstance(found, _Head):
+                return 0
+            chunks = _read_journal(self._journal_at(target, found.gen), found.start)
+            kept = {d: chunks[d] for d in journal.reachable(found.doc, lambda ds: chunks)}
+            records = "".join(f"{d} {t}\n" for d, t in kept.items()).encode("ascii")
+            meta = journal.head_meta(found.doc)
+            meta.update(gen=found.gen + 1, len=len(records))
+            head = journal.head_text(journal.body_of(found.doc), meta).encode("ascii")
+            fresh = _Tail(found.gen + 1, 0)
+            end = self._append(target, fresh, records + b"H " + head + b"\n")
+            self._write_copy(target, head)
+            self._remember(target, _Tail(fresh.gen, end, set(kept)))
+            with contextlib.suppress(OSError):
+                self._journal_at(target, found.gen).unlink()
+            return found.end - end
 
     def delete(self, session_id: str) -> None:
         """Remove every file of the session's state (not its lock file)."""
         target = self.file_for(session_id)
-        for p in [target, target.with_suffix(".ver"), *self.path.glob(f"{target.stem}.*.jnl")]:
+        for p in [target, target.with_suffix(".ver"), *(p for _, p in self._journals(target))]:
             with contextlib.suppress(OSError):
                 p.unlink()
         with self._guard:
             self._tails.pop(str(target), None)
+
+    # -- which head counts ----------------------------------------------------------
+    def _find(self, target: Path) -> _Head | dict[str, Any] | None:
+        """The head that counts (see module doc); a whole state of the old layout as it is;
+        None when there is neither."""
+        try:
+            text = target.read_bytes()
+        except FileNotFoundError:
+            text = None
+        doc: Any = None
+        if text:
+            with contextlib.suppress(ValueError):
+                doc = json.loads(text)
+        if isinstance(doc, dict) and not journal.is_head(doc):
+            return doc if isinstance(doc.get("id"), str) else None
+        if journal.is_head(doc):
+            meta = journal.head_meta(doc)
+            gen, start = int(meta.get("gen", 0)), int(meta.get("len", 0))
+            record = b"H " + text + b"\n"  # type: ignore[operator]
+            try:
+                with open(self._journal_at(target, gen), "rb") as f:
+                    f.seek(start)
+                    if f.read(len(record)) == record:
+                        return _Head(doc, gen, start, start + len(record))
+            except OSError:
+                pass
+        for gen, path in self._journals(target):  # the copy is torn, or ahead of its journal
+            head = _last_head(path, gen)
+            if head is not None:
+                return head
+        return None
 
     # -- versions and locks: what processes sharing the folder agree on ------------
     def lock_file(self, session_id: str) -> Path:
         return self.file_for(session_id).with_suffix(".lock")
 
     def version(self, session_id: str) -> int:
-        """The session's stored version: the head's, or for a state of the old layout the
-        small file beside it (1 when it has none); 0 when the session has no state."""
+        """The session's stored version: the head's (from its copy, one small read), or for
+        a state of the old layout the small file beside it (1 when it has none); 0 when the
+        session has no state."""
         p = self.file_for(session_id)
-        meta = self._meta(p)
-        if meta is not None:
-            return int(meta.get("v", 1))
-        if not p.exists() and not p.with_suffix(".ver").exists():
+        with contextlib.suppress(OSError, ValueError):
+            doc = json.loads(p.read_bytes())
+            if journal.is_head(doc):
+                return int(journal.head_meta(doc).get("v", 1))
+            if isinstance(doc, dict):
+                return self._version_at(p)
+        found = self._find(p)  # no copy, or a torn one: the journal says
+        if isinstance(found, _Head):
+            return int(journal.head_meta(found.doc).get("v", 1))
+        if found is None and not p.with_suffix(".ver").exists():
             return 0
         return self._version_at(p)
 
@@ -214,29 +285,16 @@ class StateFiles:
         """The old layout's version file (kept for callers that still write one)."""
         self._replace(self.file_for(session_id).with_suffix(".ver"), str(int(version)))
 
-    @staticmethod
-    def _meta(p: Path) -> dict[str, Any] | None:
-        """The head's own record, or None (no file, the old layout, or unreadable)."""
-        try:
-            with open(p, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            return None
-        return journal.head_meta(data) if journal.is_head(data) else None
-
     # -- reading --------------------------------------------------------------------
     def load(self, session_id: str) -> dict[str, Any] | None:
         """One session's state, or None when it has none (or it cannot be read)."""
-        p = self.file_for(session_id)
-        if not p.exists():
-            return None
-        got = self._read(p)
+        got = self.load_versioned(session_id)
         return None if got is None else got[1]
 
     def load_versioned(self, session_id: str) -> tuple[int, dict[str, Any]] | None:
         """One session's state with its version, both from the same head."""
         p = self.file_for(session_id)
-        if not p.exists():
+        if not p.exists() and not self._journals(p):
             return None
         return self._read(p)
 
@@ -265,45 +323,35 @@ class StateFiles:
             return 1
 
     def _read(self, p: Path) -> tuple[int, dict[str, Any]] | None:
-        """(version, state) from a head and its journal, or from a file of the old layout.
-        A compaction by another process may remove the journal between the two reads: the
-        head is then read again."""
+        """(version, state) from the head that counts and its journal, or from a file of the
+        old layout. A compaction by another process may remove the journal meanwhile: the
+        head is then found again."""
         for _ in range(_READ_TRIES):
             old_version = self._version_at(p)
             try:
-                data = _read_json(p)
-            except (OSError, ValueError) as exc:
-                log.warning("tokenpilot: skipping unreadable session state %s: %s", p, exc)
-                return None
-            if not journal.is_head(data):
-                if isinstance(data, dict) and isinstance(data.get("id"), str):
-                    return old_version, data
-                log.warning("tokenpilot: skipping session state %s: not a TokenPilot session file", p)
-                return None
-            meta = journal.head_meta(data)
-            try:
-                chunks = _read_journal(self._journal_at(p, int(meta.get("gen", 0))), int(meta.get("len", 0)))
-                state, _ = journal.join(data, lambda ds, c=chunks: c)  # type: ignore[misc]
+                found = self._find(p)
+                if found is None:
+                    log.warning("tokenpilot: skipping unreadable session state %s", p)
+                    return None
+                if not isinstance(found, _Head):
+                    return old_version, found
+                chunks = _read_journal(self._journal_at(p, found.gen), found.start)
+                state, _ = journal.join(found.doc, lambda ds, c=chunks: c)  # type: ignore[misc]
             except FileNotFoundError:
-                continue  # compacted meanwhile: read the new head
+                continue  # compacted meanwhile: find the new head
             except (OSError, ValueError) as exc:
                 log.warning("tokenpilot: skipping unreadable session state %s: %s", p, exc)
                 return None
             if isinstance(state.get("id"), str):
-                return int(meta.get("v", 1)), state
+                return int(journal.head_meta(found.doc).get("v", 1)), state
             log.warning("tokenpilot: skipping session state %s: not a TokenPilot session file", p)
             return None
         log.warning("tokenpilot: skipping session state %s: its journal kept moving", p)
         return None
 
 
-def _read_json(p: Path) -> Any:
-    with open(p, encoding="utf-8") as f:
-        return json.load(f)
-
-
 def _read_journal(path: Path, length: int) -> dict[str, str]:
-    """The chunks in the first `length` bytes of a journal (what its head covers)."""
+    """The chunks in the first `length` bytes of a journal (before the head that counts)."""
     with open(path, "rb") as f:
         raw = f.read(length)
     if len(raw) != length:
@@ -311,5 +359,32 @@ def _read_journal(path: Path, length: int) -> dict[str, str]:
     out: dict[str, str] = {}
     for line in raw.decode("ascii").splitlines():
         d, _, text = line.partition(" ")
-        out[d] = text
+        if d != "H":
+            out[d] = text
     return out
+
+
+def _last_head(path: Path, gen: int) -> _Head | None:
+    """The last complete head record of a journal that names this journal and its own
+    offset (what a save appended whole), or None."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    end = len(raw)
+    while True:
+        cut = raw.rfind(b"\nH ", 0, end)
+        if cut < 0 and not raw.startswith(b"H "):
+            return None
+        start = cut + 1  # 0 when the journal starts with this record
+        stop = raw.find(b"\n", start)
+        if stop >= 0:
+            with contextlib.suppress(ValueError):
+                doc = json.loads(raw[start + 2 : stop])
+                if journal.is_head(doc):
+                    meta = journal.head_meta(doc)
+                    if int(meta.get("gen", -1)) == gen and int(meta.get("len", -1)) == start:
+                        return _Head(doc, gen, start, stop + 1)
+        if cut < 0:
+            return None
+        end = cut
