@@ -6,9 +6,10 @@ single-process path costs what it did before the store protocol existed.
 
 `shared=True` is for several processes on one folder (`tokenpilot serve --workers N`),
 with the Redis store's contract: a per-session `flock` (`file_lock.FileLock`, released
-by the kernel when its holder dies) and a stored version beside each state file, so a
-process reloads a session another one advanced, and `save_state(expect=...)` refuses
-to overwrite a newer version. diskcache itself is safe across processes.
+by the kernel when its holder dies) and a version in each session's head
+(`state_files`), so a process reloads a session another one advanced, and
+`save_state(expect=...)` refuses to overwrite a newer version. diskcache itself is safe
+across processes. Either way a save writes only the state's new chunks and its head.
 """
 
 from __future__ import annotations
