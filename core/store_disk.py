@@ -6,13 +6,15 @@ single-process path costs what it did before the store protocol existed.
 
 `shared=True` is for several processes on one folder (`tokenpilot serve --workers N`),
 with the Redis store's contract: a per-session `flock` (`file_lock.FileLock`, released
-by the kernel when its holder dies) and a stored version beside each state file, so a
-process reloads a session another one advanced, and `save_state(expect=...)` refuses
-to overwrite a newer version. diskcache itself is safe across processes.
+by the kernel when its holder dies) and a version in each session's head
+(`state_files`), so a process reloads a session another one advanced, and
+`save_state(expect=...)` refuses to overwrite a newer version. diskcache itself is safe
+across processes. Either way a save writes only the state's new chunks and its head.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -22,6 +24,8 @@ from .artifacts import ArtifactStore, RecallResult
 from .file_lock import FileLock
 from .state_files import StateFiles
 from .store import Artifacts, StateConflict
+
+log = logging.getLogger("tokenpilot")
 
 
 class DiskStore:
@@ -75,7 +79,15 @@ class DiskStore:
         self.artifacts.open_session(session_id)
 
     def close_session(self, session_id: str) -> None:
+        """Close the session's artifacts and collect its state journal's unreferenced chunks."""
         self.artifacts.close_session(session_id)
+        if self.files is None:
+            return
+        try:
+            with self.session_lock(session_id):
+                self.files.compact(session_id)
+        except (OSError, ValueError) as exc:  # a collection put off: the journal is still whole
+            log.warning("tokenpilot: could not compact the state of session %r: %s", session_id, exc)
 
     def prune(self, now: float | None = None) -> int:
         return self.artifacts.prune(now)
@@ -104,8 +116,7 @@ class DiskStore:
 
     def _load_shared(self, session_id: str) -> tuple[int, dict[str, Any]] | None:
         assert self.files is not None
-        data = self.files.load(session_id)
-        return None if data is None else (self.files.version(session_id), data)
+        return self.files.load_versioned(session_id)
 
     def save_state(self, session_id: str, data: Mapping[str, Any], *, expect: int | None = None) -> int:
         if self.shared:
@@ -116,16 +127,17 @@ class DiskStore:
                 raise StateConflict(
                     f"session {session_id!r}: state version {current}, not {expect}", "state conflict"
                 )
+            version = current + 1
         if self.files is not None:
-            self.files.save(session_id, data)
+            self.files.save(session_id, data, version)
         with self._guard:
             self._versions[session_id] = self._versions.get(session_id, 0) + 1
             return self._versions[session_id]
 
     def _save_shared(self, session_id: str, data: Mapping[str, Any], expect: int | None) -> int:
-        """Check the version, write the state, then its new version, all under the file lock
-        (re-entrant: the caller usually holds it already). A crash between the two writes
-        leaves a whole state under the older version: the next writer's save replaces it."""
+        """Check the version, then write the state's new chunks and its head (which carries
+        the new version), all under the file lock (re-entrant: the caller usually holds it
+        already). A crash before the head is written leaves the old head and version whole."""
         assert self.files is not None
         with self.session_lock(session_id):
             current = self.files.version(session_id)
@@ -135,8 +147,7 @@ class DiskStore:
                     "another process wrote it",
                     "state conflict",
                 )
-            self.files.save(session_id, data)
-            self.files.save_version(session_id, current + 1)
+            self.files.save(session_id, data, current + 1)
             return current + 1
 
     def load_states(self) -> Iterator[tuple[int, dict[str, Any]]]:

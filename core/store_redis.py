@@ -5,14 +5,28 @@ per-session Redis lock, and every write is one atomic Lua script, so a reader se
 whole old state or a whole new one, never half of each.
 
 Keys (`ns` is the namespace, `h` the hex of the session id's surrogatepass UTF-8, so
-lone surrogates are keyable and no session id can be a key prefix of another's):
-    ns:a:h:<artifact id>   an original (bytes), written once (SET NX)
-    ns:as:h                the set of the session's artifact ids (listing never scans)
-    ns:s:h                 hash {v: version, d: state JSON}
-    ns:leases              sorted set h -> last activity (0: closed), as ArtifactStore's leases
-    ns:volume              bytes of originals held
-    ns:lock:h              the session lock (a token with a short TTL renewed while held;
-                           only its owner releases it: `store_lock`)
+lone surrogates are keyable and no session id can be a key prefix of another's). Every
+key of one session carries the hash tag `{h}`, so each script touches one slot and the
+store runs on a Redis Cluster (`?cluster=1`) as on one server:
+    ns:a:{h}:<artifact id>  an original (bytes), written once (SET NX)
+    ns:as:{h}               the set of the session's artifact ids (listing never scans)
+    ns:s:{h}                the state's head: hash {v: version, d: head JSON} (`journal`)
+    ns:j:{h}                the state's chunks: hash digest -> JSON, each written once
+    ns:l:{h}                the session's lease: last activity (0: closed)
+    ns:lock:{h}             the session lock (a token with a short TTL renewed while held;
+                            only its owner releases it: `store_lock`)
+    ns:leases               sorted set h -> last activity: the index of sessions (listing,
+                            prune candidates); a hint, each lease is re-checked in its slot
+    ns:volume               bytes of originals held
+A state is saved as its new chunks and its head in one script (with the version check),
+so a reader sees a whole old state or a whole new one; a save sends only the chunks this
+process has not seen in the store at the version it holds. Chunks no head reaches are
+collected when the chunk hash holds twice the live ones, and when the session is closed.
+The two global keys are updated by separate commands after a session's script (a crash
+in between can leave `volume` short by one original); a session is indexed before its
+first write, so none is ever unlisted. States written before the journal and the hash
+tags (`ns:s:h`, `ns:a:h:*`, `ns:as:h`) still load on a single server; their next save
+writes the new keys.
 
 Size bound: `prune` drops whole sessions that are not live (lease older than `lease_s`
 or closed), oldest first, until the volume is under the limit; the lease is re-checked
@@ -33,16 +47,19 @@ import logging
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
+from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from . import journal
 from ._canonical import ARTIFACT_PREFIX, artifact_id_for, from_bytes, to_bytes
 from .artifacts import RecallResult, recall_from
 from .errors import ArtifactNotFound, StoreError
@@ -55,54 +72,84 @@ log = logging.getLogger("tokenpilot")
 _ID_RE = re.compile(r"^" + ARTIFACT_PREFIX + r"[0-9a-f]{8,64}$")
 _TOUCH_EVERY_S = 60  # as ArtifactStore: a lease is refreshed by writes at most once a minute
 
-# KEYS: artifact, session's id set, volume, leases. ARGV: bytes, id, now, session hex,
-# seconds between lease refreshes.
+# KEYS: artifact, session's id set, lease. ARGV: bytes, id, now, seconds between lease
+# refreshes. Returns {bytes added, 1 when the lease was refreshed}.
 _PUT = """
+local added = 0
 if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
   redis.call('SADD', KEYS[2], ARGV[2])
-  redis.call('INCRBY', KEYS[3], string.len(ARGV[1]))
+  added = string.len(ARGV[1])
 end
-local last = redis.call('ZSCORE', KEYS[4], ARGV[4])
-if (not last) or (tonumber(last) > 0 and tonumber(ARGV[3]) - tonumber(last) > tonumber(ARGV[5])) then
-  redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4])
+local last = tonumber(redis.call('GET', KEYS[3]) or '-1')
+if last < 0 or (last > 0 and tonumber(ARGV[3]) - last > tonumber(ARGV[4])) then
+  redis.call('SET', KEYS[3], ARGV[3])
+  return {added, 1}
 end
-return 1
+return {added, 0}
 """
 
-# KEYS: state hash, leases. ARGV: JSON, expected version ('' for any), now, session hex.
-# Returns the new version, or -(current + 1) when `expect` is not the current version.
+# KEYS: head, chunks, lease[, the old layout's state hash]. ARGV: head JSON, expected
+# version ('' for any), now, then digest/chunk pairs. Returns {new version, chunks held},
+# or {-(current + 1)} when `expect` is not the current version (nothing written).
 _SAVE = """
 local cur = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
-if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= cur then return -(cur + 1) end
+if cur == 0 and KEYS[4] then cur = tonumber(redis.call('HGET', KEYS[4], 'v') or '0') end
+if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= cur then return {-(cur + 1)} end
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
 cur = cur + 1
 redis.call('HSET', KEYS[1], 'v', cur, 'd', ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
-return cur
+redis.call('SET', KEYS[3], ARGV[3])
+if KEYS[4] then redis.call('DEL', KEYS[4]) end
+return {cur, redis.call('HLEN', KEYS[2])}
 """
 
-# KEYS: leases, session's id set, volume, state hash. ARGV: session hex, now, lease_s,
-# artifact key prefix. Drops the session only if it is still not live; returns the number
-# of artifacts removed, or -1 when the session was kept.
-_PRUNE_SESSION = """
-local t = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not t then return -1 end
-t = tonumber(t)
-if t ~= 0 and tonumber(ARGV[2]) - t <= tonumber(ARGV[3]) then return -1 end
-local ids = redis.call('SMEMBERS', KEYS[2])
-local freed = 0
-for _, aid in ipairs(ids) do
-  local k = ARGV[4] .. aid
-  freed = freed + redis.call('STRLEN', k)
-  redis.call('DEL', k)
+# KEYS: head, chunks. ARGV: version, then the digests its head reaches. Deletes every
+# other chunk if the head is still at that version; the number deleted, or -1.
+_COLLECT = """
+if tonumber(redis.call('HGET', KEYS[1], 'v') or '0') ~= tonumber(ARGV[1]) then return -1 end
+local live = {}
+for i = 2, #ARGV do live[ARGV[i]] = true end
+local dead = 0
+for _, d in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if not live[d] then redis.call('HDEL', KEYS[2], d); dead = dead + 1 end
 end
-redis.call('DEL', KEYS[2], KEYS[4])
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('DECRBY', KEYS[3], freed)
-return #ids
+return dead
 """
 
+# KEYS: id set, head, chunks, lease[, old id set, old state, leases]. ARGV: session hex,
+# now, lease_s, artifact key prefix[, old prefix]. Drops the session only if it is still
+# not live; returns {artifacts removed, bytes freed}, or {-1, 0} when it was kept.
+_PRUNE_SESSION = """
+local t = redis.call('GET', KEYS[4])
+if (not t) and KEYS[7] then t = redis.call('ZSCORE', KEYS[7], ARGV[1]) end
+if t then
+  t = tonumber(t)
+  if t ~= 0 and tonumber(ARGV[2]) - t <= tonumber(ARGV[3]) then return {-1, 0} end
+end
+local n, freed = 0, 0
+local function drop(set, prefix)
+  for _, aid in ipairs(redis.call('SMEMBERS', set)) do
+    local k = prefix .. aid
+    freed = freed + redis.call('STRLEN', k)
+    redis.call('DEL', k)
+    n = n + 1
+  end
+  redis.call('DEL', set)
+end
+drop(KEYS[1], ARGV[4])
+if KEYS[5] then
+  drop(KEYS[5], ARGV[5])
+  redis.call('DEL', KEYS[6])
+end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+return {n, freed}
+"""
 
-_OWN_QUERY = ("namespace", "lock_ttl", "lock_wait")  # ours; redis-py knows the others
+_KNOWN_SESSIONS = 1024  # sessions whose stored chunks this process remembers (LRU)
+_COLLECT_SLACK = 64  # chunks beyond twice the live ones before a save collects
+
+
+_OWN_QUERY = ("namespace", "lock_ttl", "lock_wait", "cluster")  # ours; redis-py knows the others
 
 
 def _split_own(url: str) -> tuple[str, dict[str, str]]:
@@ -114,6 +161,16 @@ def _split_own(url: str) -> tuple[str, dict[str, str]]:
     return urlunsplit(parts._replace(query=rest)), own
 
 
+def _flag(own: dict[str, str], name: str) -> bool:
+    """A yes/no option from the URL (`?cluster=1`); `ValueError` for anything else."""
+    raw = own.get(name, "0").strip().lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"{name} must be 1 or 0")
+
+
 def _seconds(own: dict[str, str], name: str, default: float, *, positive: bool) -> float:
     """A time from the URL (`?lock_ttl=5`), else `default`; `ValueError` when out of range."""
     raw = own.get(name)
@@ -123,7 +180,7 @@ def _seconds(own: dict[str, str], name: str, default: float, *, positive: bool) 
     return value
 
 
-def _reason(exc: RedisError) -> str:
+def _reason(exc: RedisError | RedisClusterException) -> str:
     """The failure in a few words, without the URL: model-visible in an unstored note (I2)."""
     if isinstance(exc, RedisTimeoutError):
         return "Redis timed out"
@@ -138,7 +195,9 @@ class RedisStore:
     """`Store` on Redis, shared by processes. `url` is `redis://[:password@]host:port/db`,
     optionally with `?namespace=NAME` (default "tokenpilot") to keep several deployments
     apart in one database, `lock_ttl=S` and `lock_wait=S` (seconds; they override the
-    arguments of the same names), and redis-py's own `socket_timeout=S`.
+    arguments of the same names), `cluster=1` for a Redis Cluster (the URL names any of
+    its nodes; redis-py's `RedisCluster` finds the others), and redis-py's own
+    `socket_timeout=S`.
 
     `lock_ttl_s`: how long a session lock outlives a holder that stopped renewing it (it
     is renewed every ttl/5 while held). `lock_wait_s`: how long a caller waits for a lock
@@ -168,14 +227,21 @@ class RedisStore:
         try:
             self.lock_ttl_s = _seconds(own, "lock_ttl", lock_ttl_s, positive=True)
             self.lock_wait_s = _seconds(own, "lock_wait", lock_wait_s, positive=False)
-            self._r = redis.Redis.from_url(
+            self.cluster = _flag(own, "cluster")
+            client_cls: Any = RedisCluster if self.cluster else redis.Redis
+            self._r = client_cls.from_url(
                 bare, socket_timeout=socket_timeout_s, socket_connect_timeout=socket_timeout_s
             )
-        except ValueError as exc:
+        except (ValueError, RedisClusterException) as exc:
             raise StoreError(f"bad Redis store URL {self.url}: {exc}", "bad Redis URL") from exc
         self._put = self._r.register_script(_PUT)
         self._save = self._r.register_script(_SAVE)
         self._prune_one = self._r.register_script(_PRUNE_SESSION)
+        self._collect = self._r.register_script(_COLLECT)
+        self._known: OrderedDict[str, tuple[int, set[str]]] = OrderedDict()  # h -> (version, chunks)
+        self._indexed: OrderedDict[str, float] = OrderedDict()  # h -> when this process indexed it
+        self._known_guard = threading.Lock()
+        self.bytes_written = 0  # state bytes sent (heads and chunks), for benchmarks
         self._prune_lock = threading.Lock()
         self._breaker = Breaker(
             f"Redis store ({self.url})", self._probe, self._recover, interval_s=probe_interval_s
@@ -190,10 +256,15 @@ class RedisStore:
         return to_bytes(session_id).hex()
 
     def _k(self, kind: str, session_id: str | None = None) -> str:
-        return f"{self.namespace}:{kind}" + ("" if session_id is None else f":{self._hex(session_id)}")
+        """A key; a session's keys carry the hash tag `{h}` (one slot per session)."""
+        return f"{self.namespace}:{kind}" + ("" if session_id is None else f":{{{self._hex(session_id)}}}")
 
     def _art_prefix(self, session_id: str) -> str:
         return self._k("a", session_id) + ":"
+
+    def _old(self, kind: str, session_id: str) -> str | None:
+        """A key of the layout before hash tags (`ns:kind:h`), read on a single server only."""
+        return None if self.cluster else f"{self.namespace}:{kind}:{self._hex(session_id)}"
 
     @contextmanager
     def _failures(self, action: str) -> Iterator[None]:
@@ -208,7 +279,7 @@ class RedisStore:
         except RedisTimeoutError as exc:
             self._breaker.trip(str(exc), _reason(exc))
             raise StoreUnanswered(f"Redis store {action} failed ({self.url}): {exc}", _reason(exc)) from exc
-        except RedisError as exc:
+        except (RedisError, RedisClusterException) as exc:
             raise StoreError(f"Redis store {action} failed ({self.url}): {exc}", _reason(exc)) from exc
 
     def ping(self) -> None:
@@ -245,21 +316,49 @@ class RedisStore:
         """Store `data` for the session (atomically with its listing and lease); its id."""
         raw = to_bytes(data) if isinstance(data, str) else bytes(data)
         aid = artifact_id_for(raw)
-        keys = [
-            self._art_prefix(session_id) + aid,
-            self._k("as", session_id),
-            self._k("volume"),
-            self._k("leases"),
-        ]
+        keys = [self._art_prefix(session_id) + aid, self._k("as", session_id), self._k("l", session_id)]
+        now = time.time()
         with self._failures("write"):
-            self._put(keys=keys, args=[raw, aid, time.time(), self._hex(session_id), _TOUCH_EVERY_S])
+            self._index(session_id, now)
+            added, touched = self._put(keys=keys, args=[raw, aid, now, _TOUCH_EVERY_S])
+            self._account(session_id, int(added), now if touched else None)
         return aid
+
+    def _index(self, session_id: str, now: float) -> None:
+        """List the session in `ns:leases` before its first write from this process (NX:
+        an existing score stays), so no crash leaves data that no listing finds."""
+        h = self._hex(session_id)
+        with self._known_guard:
+            seen = self._indexed.get(h)
+            if seen is not None and now - seen < _TOUCH_EVERY_S:
+                self._indexed.move_to_end(h)
+                return
+        self._r.zadd(self._k("leases"), {h: now}, nx=True)
+        with self._known_guard:
+            self._indexed[h] = now
+            self._indexed.move_to_end(h)
+            while len(self._indexed) > 16 * _KNOWN_SESSIONS:
+                self._indexed.popitem(last=False)
+
+    def _account(self, session_id: str, added: int, touched: float | None) -> None:
+        """The global keys after a session's script: the volume, the index's activity."""
+        if not added and touched is None:
+            return
+        pipe = self._r.pipeline(transaction=False)
+        if added:
+            pipe.incrby(self._k("volume"), added)
+        if touched is not None:
+            pipe.zadd(self._k("leases"), {self._hex(session_id): touched})
+        pipe.execute()
 
     def get_bytes(self, session_id: str, artifact_id: str) -> bytes:
         if not isinstance(artifact_id, str) or not _ID_RE.match(artifact_id.strip()):
             raise ArtifactNotFound(str(artifact_id), session_id)
         with self._failures("read"):
             raw = self._r.get(self._art_prefix(session_id) + artifact_id.strip())
+            old = self._old("a", session_id)
+            if raw is None and old is not None:  # stored before the hash tags
+                raw = self._r.get(f"{old}:{artifact_id.strip()}")
         if raw is None:
             raise ArtifactNotFound(artifact_id, session_id)
         return bytes(raw)
@@ -269,12 +368,18 @@ class RedisStore:
 
     def __contains__(self, key: tuple[str, str]) -> bool:
         session_id, artifact_id = key
+        old = self._old("a", session_id)
         with self._failures("read"):
-            return bool(self._r.exists(self._art_prefix(session_id) + artifact_id))
+            if self._r.exists(self._art_prefix(session_id) + artifact_id):
+                return True
+            return old is not None and bool(self._r.exists(f"{old}:{artifact_id}"))
 
     def artifact_ids(self, session_id: str) -> Iterator[str]:
+        old = self._old("as", session_id)
         with self._failures("read"):
             members = self._r.smembers(self._k("as", session_id))
+            if old is not None:
+                members |= self._r.smembers(old)
         for m in sorted(x.decode("ascii") for x in members):
             if _ID_RE.match(m):
                 yield m
@@ -291,12 +396,23 @@ class RedisStore:
         return recall_from(self.get, session_id, artifact_id, start_line, end_line, pattern)
 
     def open_session(self, session_id: str) -> None:
-        with self._failures("write"):
-            self._r.zadd(self._k("leases"), {self._hex(session_id): time.time()})
+        self._lease(session_id, time.time())
 
     def close_session(self, session_id: str) -> None:
+        """Mark the session closed (prunable) and collect its state's unreferenced chunks."""
+        self._lease(session_id, 0.0)
+        try:
+            self._collect_all(session_id)
+        except (StoreError, ValueError) as exc:  # put off: the chunks are still all there
+            log.warning("tokenpilot: could not collect the state of session %r: %s", session_id, exc)
+
+    def _lease(self, session_id: str, at: float) -> None:
+        """The session's own lease (what prune re-checks), then its entry in the index."""
         with self._failures("write"):
-            self._r.zadd(self._k("leases"), {self._hex(session_id): 0.0})
+            pipe = self._r.pipeline(transaction=False)
+            pipe.set(self._k("l", session_id), at)
+            pipe.zadd(self._k("leases"), {self._hex(session_id): at})
+            pipe.execute()
 
     def volume(self) -> int:
         with self._failures("read"):
@@ -317,9 +433,21 @@ class RedisStore:
             for member in dead:
                 h = member.decode("ascii")
                 sid = from_bytes(bytes.fromhex(h))
-                keys = [self._k("leases"), self._k("as", sid), self._k("volume"), self._k("s", sid)]
-                n = int(self._prune_one(keys=keys, args=[h, now, self.lease_s, self._art_prefix(sid)]))
-                removed += max(n, 0)
+                keys = [self._k("as", sid), self._k("s", sid), self._k("j", sid), self._k("l", sid)]
+                args: list[Any] = [h, now, self.lease_s, self._art_prefix(sid)]
+                old_set, old_state, old_art = self._old("as", sid), self._old("s", sid), self._old("a", sid)
+                if old_set is not None and old_state is not None and old_art is not None:
+                    keys += [old_set, old_state, self._k("leases")]  # the layout before hash tags
+                    args.append(old_art + ":")
+                n, freed = (int(x) for x in self._prune_one(keys=keys, args=args))
+                if n < 0:
+                    continue
+                pipe = self._r.pipeline(transaction=False)
+                pipe.decrby(self._k("volume"), freed)
+                pipe.zrem(self._k("leases"), h)
+                pipe.execute()
+                self._forget(h)
+                removed += n
                 if self.volume() <= self.size_limit_bytes:
                     break
             return removed
@@ -332,44 +460,140 @@ class RedisStore:
     # -- state --------------------------------------------------------------------
     def state_version(self, session_id: str) -> int:
         with self._failures("read"):
-            return int(self._r.hget(self._k("s", session_id), "v") or 0)
+            v = self._r.hget(self._k("s", session_id), "v")
+            old = self._old("s", session_id)
+            if v is None and old is not None:
+                v = self._r.hget(old, "v")
+        return int(v or 0)
 
     def load_state(self, session_id: str) -> tuple[int, dict[str, Any]] | None:
+        """The head, then the chunks it reaches (one round trip per level of references)."""
         with self._failures("read"):
             v, d = self._r.hmget(self._k("s", session_id), ["v", "d"])
-        if v is None or d is None:
-            return None
-        return int(v), json.loads(d)
+            old = self._old("s", session_id)
+            if (v is None or d is None) and old is not None:  # written before the journal
+                v, d = self._r.hmget(old, ["v", "d"])
+            if v is None or d is None:
+                return None
+            return self._decode(session_id, int(v), d)
+
+    def _decode(self, session_id: str, version: int, d: bytes) -> tuple[int, dict[str, Any]]:
+        """A stored document as (version, state): a journal head is joined with its chunks
+        (and they are remembered as stored), a state of the old layout is taken whole."""
+        head = json.loads(d)
+        if not journal.is_head(head):
+            return version, head
+        key = self._k("j", session_id)
+
+        def fetch(digests: list[str]) -> dict[str, str]:
+            texts = self._r.hmget(key, digests)
+            return {dg: t.decode("ascii") for dg, t in zip(digests, texts, strict=True) if t is not None}
+
+        state, reached = journal.join(head, fetch)
+        self._remember(self._hex(session_id), version, reached)
+        return version, state
 
     def save_state(self, session_id: str, data: Mapping[str, Any], *, expect: int | None = None) -> int:
-        """Write the state and bump its version in one script; `StateConflict` if `expect` is stale."""
-        text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
-        keys = [self._k("s", session_id), self._k("leases")]
-        args = [text, "" if expect is None else int(expect), time.time(), self._hex(session_id)]
+        """Write the state's new chunks and its head, and bump its version, in one script;
+        `StateConflict` if `expect` is stale (nothing is written then).
+
+        Only chunks this process has not seen stored at version `expect` are sent: chunks
+        the head at that version reaches stay until a head at a later version replaces it
+        (collection checks the version), so a save at `expect` can count on them."""
+        h = self._hex(session_id)
+        cut = journal.split(data)
+        with self._known_guard:
+            held = self._known.get(h)
+        known = held[1] if held is not None and expect is not None and held[0] == expect else set()
+        new = cut.new_chunks(known)
+        keys = [self._k("s", session_id), self._k("j", session_id), self._k("l", session_id)]
+        old = self._old("s", session_id)
+        if old is not None:
+            keys.append(old)
+        now = time.time()
+        args: list[Any] = [cut.head(), "" if expect is None else int(expect), now]
+        for dg, text in new.items():
+            args += [dg, text]
         with self._failures("write"):
-            got = int(self._save(keys=keys, args=args))
-        if got < 0:
+            self._index(session_id, now)
+            got = [int(x) for x in self._save(keys=keys, args=args)]
+        if got[0] < 0:
             raise StateConflict(
-                f"session {session_id!r}: stored state is at version {-got - 1}, not {expect}; "
+                f"session {session_id!r}: stored state is at version {-got[0] - 1}, not {expect}; "
                 "another replica wrote it",
                 "state conflict",
             )
-        return got
+        self.bytes_written += len(args[0]) + sum(len(dg) + len(t) for dg, t in new.items())
+        version, held_chunks = got
+        self._remember(h, version, set(cut.chunks))
+        if held_chunks > 2 * len(cut.chunks) + _COLLECT_SLACK:
+            self._collect_chunks(session_id, version, cut.chunks)
+        return version
+
+    def _collect_chunks(self, session_id: str, version: int, live: Iterator[str] | Mapping[str, str]) -> int:
+        """Delete the session's chunks that the head at `version` does not reach (nothing if
+        the head moved on meanwhile); the number deleted, or -1."""
+        keys = [self._k("s", session_id), self._k("j", session_id)]
+        with self._failures("write"):
+            return int(self._collect(keys=keys, args=[version, *live]))
+
+    def _collect_all(self, session_id: str) -> int:
+        """Collect against the stored head, whatever this process holds of it."""
+        with self._failures("read"):
+            v, d = self._r.hmget(self._k("s", session_id), ["v", "d"])
+        if v is None or d is None:
+            return 0
+        head = json.loads(d)
+        if not journal.is_head(head):
+            return 0
+        key = self._k("j", session_id)
+
+        def fetch(digests: list[str]) -> dict[str, str]:
+            with self._failures("read"):
+                texts = self._r.hmget(key, digests)
+            return {dg: t.decode("ascii") for dg, t in zip(digests, texts, strict=True) if t is not None}
+
+        return self._collect_chunks(session_id, int(v), journal.reachable(head, fetch))
+
+    def _remember(self, h: str, version: int, chunks: set[str]) -> None:
+        """The chunks stored for session `h` at `version` (LRU: a forgotten session's next
+        save sends all its chunks, which is correct, only larger)."""
+        with self._known_guard:
+            self._known[h] = (version, chunks)
+            self._known.move_to_end(h)
+            while len(self._known) > _KNOWN_SESSIONS:
+                self._known.popitem(last=False)
+
+    def _forget(self, h: str) -> None:
+        with self._known_guard:
+            self._known.pop(h, None)
+            self._indexed.pop(h, None)
 
     def load_states(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Every session with stored state (sessions are listed by their leases)."""
+        """Every session with stored state (sessions are listed by the index `ns:leases`)."""
         with self._failures("read"):
-            members = self._r.zrange(self._k("leases"), 0, -1)
+            members = [m.decode("ascii") for m in self._r.zrange(self._k("leases"), 0, -1)]
             pipe = self._r.pipeline(transaction=False)
-            for m in members:
-                pipe.hmget(f"{self.namespace}:s:{m.decode('ascii')}", ["v", "d"])
+            for h in members:
+                pipe.hmget(f"{self.namespace}:s:{{{h}}}", ["v", "d"])
+                if not self.cluster:
+                    pipe.hmget(f"{self.namespace}:s:{h}", ["v", "d"])
             rows = pipe.execute()
-        for v, d in rows:
-            if v is not None and d is not None:
-                try:
-                    yield int(v), json.loads(d)
-                except ValueError as exc:
-                    log.warning("tokenpilot: skipping unreadable session state in %s: %s", self.url, exc)
+        step = 1 if self.cluster else 2
+        for i, h in enumerate(members):
+            v, d = rows[i * step]
+            if (v is None or d is None) and step == 2:
+                v, d = rows[i * step + 1]
+            if v is None or d is None:
+                continue
+            try:
+                sid = from_bytes(bytes.fromhex(h))
+                with self._failures("read"):
+                    got = self._decode(sid, int(v), d)
+            except ValueError as exc:
+                log.warning("tokenpilot: skipping unreadable session state in %s: %s", self.url, exc)
+                continue
+            yield got
 
     def session_lock(self, session_id: str) -> SessionLock:
         return self._locks.lock(session_id, self._k("lock", session_id))

@@ -217,7 +217,7 @@ def test_lock_times_come_from_the_url_or_the_constructor(server):
     assert (store.lock_ttl_s, store.lock_wait_s, store.namespace) == (2.5, 7.0, "n1")  # the URL wins
     assert RedisStore(server.url, lock_ttl_s=9, lock_wait_s=0).lock_wait_s == 0
     with RedisStore(f"{server.url}?lock_ttl=1", lock_wait_s=0).session_lock("s"):
-        ttl = redis.Redis.from_url(server.url).pttl("tokenpilot:lock:73")
+        ttl = redis.Redis.from_url(server.url).pttl("tokenpilot:lock:{73}")
         assert 0 < ttl <= 1000
     for bad in ("lock_ttl=0", "lock_ttl=x", "lock_wait=-1", "lock_ttl=inf"):
         with pytest.raises(StoreError, match="bad Redis store URL"):

@@ -1,0 +1,352 @@
+"""Session state as content-addressed chunks plus a small head: a save writes what is new.
+
+A session's state (what the proxy saves: `TokenPilot.export_session` wrapped with its
+stats) grows by a few frozen entries per call, yet was rewritten whole on every call,
+with the system prompt in it several times. `split` turns the state into:
+
+- chunks, each a piece of ASCII JSON keyed by the digest of its text, written once and
+  never changed: long strings (a system prompt, a large frozen message) and blocks of
+  consecutive elements of long lists (entries, series) or items of large dicts;
+- a head: the state with those pieces replaced by references (a few hundred bytes to a
+  few KB of counters, versions and small fields, whatever the session's length).
+
+Blocks end where an element's own bytes say so (a content-defined boundary, about every
+`TARGET` bytes), not at fixed positions: appending entries rewrites only the last, open
+block, and every replica cuts the same state into the same chunks, so two replicas that
+take turns on a session write only what is new, too. A long list of block references is
+cut the same way, one level up, so the head stays small.
+
+Writers store the chunks they have not stored yet, then the head (`journal_head`): a
+crash in between leaves the old head and a few unreferenced chunks, which the store
+collects when the session is closed or compacted. `join` reads a head and the chunks it
+needs back into the state, equal to what was split.
+
+Encoding: a reference is a one-key object whose key is a marker starting with NUL:
+`{"\\u0000s": d}` (a string), `{"\\u0000l": R}` (a list: the concatenation of the lists
+in the chunks R names), `{"\\u0000o": R}` (a dict, merged from the chunks R names), where
+R is a list of digests or itself an `\\u0000l` reference. A key of the state that starts
+with NUL is written with one more NUL in front, so no state is read back as a reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+from typing import Any
+
+TARGET = 512  # average bytes of a block of list elements or dict items (the open block is rewritten per save)
+MAX_BLOCK = 16 * TARGET  # a block is cut here whatever its content (bounds the open block)
+STR_MIN = 1024  # strings from this many chars on are chunks of their own (stored once)
+SMALL = 256  # containers whose JSON is shorter stay inline in their parent
+_MANY = 48  # containers with more elements are never tried as one piece; dicts with more
+# items are maps (cut into blocks as lists are), smaller ones records (their fields stay in
+# place, so a head shows a state's id and counters as they are)
+
+META = "\x00journal"  # the head's key for its own record (versions, format)
+STR, LIST, DICT = "\x00s", "\x00l", "\x00o"
+_MARKERS = (STR, LIST, DICT)
+FORMAT = 1
+
+
+def _default(o: Any) -> Any:
+    raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
+
+
+# One C encoder, made once: `json.dumps` builds a new one per call, which costs more than
+# encoding a small element. Same text as json.dumps(ensure_ascii=True, separators=(",", ":")).
+_encoder = c_make_encoder(None, _default, encode_basestring_ascii, None, ":", ",", False, False, True)
+
+
+def _dumps(v: Any) -> str:
+    return "".join(_encoder(v, 0))
+
+
+_SCALARS = (int, float, bool, type(None))
+
+
+class JournalError(ValueError):
+    """A head names a chunk the store does not hold, or is not a journal head."""
+
+
+def digest(text: str) -> str:
+    """The key of a chunk: 128 bits of BLAKE2b over its ASCII JSON."""
+    return hashlib.blake2b(text.encode("ascii"), digest_size=16).hexdigest()
+
+
+@dataclass
+class Split:
+    """A state cut into a head and chunks (digest -> JSON text). `body` is the head's
+    fields as JSON text without braces; `chunks` holds every chunk the head reaches,
+    directly or through other chunks."""
+
+    body: str
+    chunks: dict[str, str] = field(default_factory=dict)
+
+    def head(self, meta: Mapping[str, Any] | None = None) -> str:
+        """The head's JSON text, with `meta` (small, JSON-safe) as its own record."""
+        return head_text(self.body, meta)
+
+    def new_chunks(self, known: Iterable[str] | set[str]) -> dict[str, str]:
+        """The chunks a store that holds `known` still needs."""
+        have = known if isinstance(known, (set, frozenset)) else set(known)
+        return {d: t for d, t in self.chunks.items() if d not in have}
+
+
+_SCALE = 2**32 // TARGET
+
+
+def _blocks(texts: list[str], min_items: int = 1) -> list[list[str]]:
+    """Cut a list of element texts into blocks. A block ends after an element with
+    probability len/TARGET, decided by the element's own bytes (crc32: the same in every
+    process, unlike Python's salted hash), or once it reaches `MAX_BLOCK` bytes."""
+    out: list[list[str]] = []
+    cur: list[str] = []
+    size = 0
+    crc = zlib.crc32
+    for t in texts:
+        cur.append(t)
+        n = len(t)
+        size += n + 1
+        if len(cur) < min_items:
+            continue
+        if n >= TARGET or size >= MAX_BLOCK or crc(t.encode("ascii")) < n * _SCALE:
+            out.append(cur)
+            cur, size = [], 0
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _key(k: str) -> str:
+    """A dict key as written: one more NUL in front of a key that starts with one."""
+    return encode_basestring_ascii("\x00" + k if k.startswith("\x00") else k)
+
+
+def _probably_small(v: Any) -> bool:
+    """A cheap guess, without serialising, that `v`'s JSON is under `SMALL` bytes: walks at
+    most about `SMALL / 2` nodes, so a large dict is found large at once."""
+    budget = SMALL
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str):
+            budget -= len(x) + 2
+        elif isinstance(x, (dict, list, tuple)):
+            if len(x) > _MANY:
+                return False
+            budget -= 2 * len(x) + 2
+            stack.extend(x.values() if isinstance(x, dict) else x)
+        else:
+            budget -= 2
+        if budget < 0:
+            return False
+    return True
+
+
+def _scalar(v: Any) -> str | None:
+    """JSON of a scalar without the encoder's set-up cost (the same text `json.dumps` gives)."""
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if type(v) is int:
+        return int.__repr__(v)
+    return None
+
+
+class _Splitter:
+    def __init__(self) -> None:
+        self.chunks: dict[str, str] = {}
+
+    def put(self, text: str) -> str:
+        d = digest(text)
+        self.chunks[d] = text
+        return d
+
+    def value(self, v: Any) -> str:
+        """`v` as head/chunk JSON: inline when small, references for what is large."""
+        if isinstance(v, str):
+            text = encode_basestring_ascii(v)
+            return '{"\\u0000s":"' + self.put(text) + '"}' if len(v) >= STR_MIN else text
+        fast = _scalar(v)
+        if fast is not None:
+            return fast
+        if isinstance(v, dict):
+            return self.dict_(v)
+        if isinstance(v, (list, tuple)):
+            whole = _dumps(v) if len(v) <= _MANY else ""
+            if whole and len(whole) < SMALL and '"\\u0000' not in whole:
+                return whole
+            return self.list_(self.elements(v))
+        return _dumps(v)  # floats, and anything else json accepts (or its TypeError, as before)
+
+    def elements(self, v: list[Any] | tuple[Any, ...]) -> list[str]:
+        """A list's elements as texts. A container is serialised whole (one C call), and cut
+        up only when that text is large or holds a NUL-prefixed key that needs escaping.
+        The hot loop of a save: one pass over every element of every long list."""
+        out: list[str] = []
+        dumps, esc, value = _dumps, encode_basestring_ascii, self.value
+        for x in v:
+            t = type(x)
+            if t is str:
+                out.append(esc(x) if len(x) < STR_MIN else value(x))
+            elif t is dict or t is list:
+                text = dumps(x)
+                out.append(text if len(text) < STR_MIN and '"\\u0000' not in text else value(x))
+            elif t is int:
+                out.append(int.__repr__(x))
+            else:
+                out.append(value(x))
+        return out
+
+    def items(self, d: Mapping[Any, Any]) -> list[str]:
+        out = []
+        for k, v in d.items():
+            if not isinstance(k, str):  # json's own conversion of ints, floats, None and bools
+                k = next(iter(json.loads(_dumps({k: 0}))))
+            out.append(_key(k) + ":" + self.value(v))
+        return out
+
+    def dict_(self, d: Mapping[Any, Any]) -> str:
+        if len(d) <= _MANY and _probably_small(d):
+            whole = _dumps(d)
+            if len(whole) < SMALL and '"\\u0000' not in whole:
+                return whole
+        texts = self.items(d)
+        if len(texts) > _MANY and sum(map(len, texts)) >= SMALL:  # a growing map: blocks, as a list
+            refs = [self.put("{" + ",".join(b) + "}") for b in _blocks(texts)]
+            return '{"\\u0000o":' + self.refs(refs) + "}"
+        return "{" + ",".join(texts) + "}"  # a record: its fields stay in place
+
+    def list_(self, texts: list[str], min_items: int = 1) -> str:
+        if sum(map(len, texts)) + len(texts) < SMALL or len(texts) < min_items:
+            return "[" + ",".join(texts) + "]"
+        refs = [self.put("[" + ",".join(b) + "]") for b in _blocks(texts, min_items)]
+        return '{"\\u0000l":' + self.refs(refs) + "}"
+
+    def refs(self, refs: list[str]) -> str:
+        """A list of digests: inline while short, else cut into chunks itself (one level up;
+        at least two digests a block, so each level is shorter and the head stays small)."""
+        return self.list_(['"' + d + '"' for d in refs], min_items=2)
+
+
+def split(data: Mapping[str, Any]) -> Split:
+    """`data` (a JSON-safe dict, as `json.dumps` takes it) as a head and its chunks."""
+    s = _Splitter()
+    return Split(",".join(s.items(data)), s.chunks)
+
+
+def head_text(body: str, meta: Mapping[str, Any] | None = None) -> str:
+    """A head from its fields' text and its own record (`META`: versions and the like,
+    which a store reads without the chunks)."""
+    record = '"\\u0000journal":' + _dumps(dict(meta or {}, format=FORMAT))
+    return "{" + record + ("," + body if body else "") + "}"
+
+
+def body_of(head: Mapping[str, Any]) -> str:
+    """The fields' text of a parsed head, to write it again under another record."""
+    return _dumps({k: v for k, v in head.items() if k != META})[1:-1]
+
+
+def is_head(obj: Any) -> bool:
+    """Whether a parsed document is a journal head (else: a whole state of the old format)."""
+    return isinstance(obj, dict) and isinstance(obj.get(META), dict)
+
+
+def head_meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(obj[META])
+
+
+def _refs_in(v: Any, out: list[tuple[str, int]]) -> None:
+    """Chunks that `v` (parsed JSON) names directly, each with its level: 0 for a chunk of
+    data, n for a chunk that lists digests of level n - 1 (a reference list cut up)."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            if len(x) == 1:
+                ((k, val),) = x.items()
+                if k == STR and isinstance(val, str):
+                    out.append((val, 0))
+                    continue
+                if k in (LIST, DICT):
+                    level = 0
+                    while isinstance(val, dict) and len(val) == 1 and LIST in val:
+                        val, level = val[LIST], level + 1
+                    if isinstance(val, list):
+                        out.extend((d, level) for d in val if isinstance(d, str))
+                    continue
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+
+
+Fetch = Callable[[list[str]], Mapping[str, str]]
+
+
+def _fetch_all(root: Any, fetch: Fetch) -> dict[str, Any]:
+    """Every chunk `root` reaches, parsed, read level by level (one `fetch` per level)."""
+    got: dict[str, Any] = {}
+    todo: list[tuple[str, int]] = []
+    _refs_in(root, todo)
+    while todo:
+        want = {d: level for d, level in todo if d not in got}
+        if not want:
+            break
+        texts = fetch(list(want))
+        todo = []
+        for d, level in want.items():
+            text = texts.get(d)
+            if text is None:
+                raise JournalError(f"the session's journal lacks chunk {d}")
+            got[d] = parsed = json.loads(text)
+            if level == 0:
+                _refs_in(parsed, todo)
+            elif isinstance(parsed, list):
+                todo.extend((x, level - 1) for x in parsed if isinstance(x, str))
+            else:
+                raise JournalError(f"chunk {d} is not a list of digests")
+    return got
+
+
+def _decode(v: Any, got: Mapping[str, Any]) -> Any:
+    if isinstance(v, list):
+        return [_decode(x, got) for x in v]
+    if not isinstance(v, dict):
+        return v
+    if len(v) == 1:
+        ((k, val),) = v.items()
+        if k == STR:
+            return got[val]
+        if k == LIST:
+            out: list[Any] = []
+            for d in _decode(val, got):
+                out.extend(_decode(got[d], got))
+            return out
+        if k == DICT:
+            merged: dict[str, Any] = {}
+            for d in _decode(val, got):
+                merged.update(_decode(got[d], got))
+            return merged
+    return {(k[1:] if k.startswith("\x00") else k): _decode(x, got) for k, x in v.items()}
+
+
+def join(head: Mapping[str, Any], fetch: Fetch) -> tuple[dict[str, Any], set[str]]:
+    """The state a parsed head stands for, and the digests of every chunk it reached.
+    `fetch(digests)` returns the texts it has (a missing one: `JournalError`)."""
+    if not is_head(head):
+        raise JournalError("not a journal head")
+    body = {k: v for k, v in head.items() if k != META}
+    got = _fetch_all(body, fetch)
+    return _decode(body, got), set(got)
+
+
+def reachable(head: Mapping[str, Any], fetch: Fetch) -> set[str]:
+    """The digests a head reaches (what a collection must keep)."""
+    return set(_fetch_all({k: v for k, v in head.items() if k != META}, fetch))

@@ -1,0 +1,380 @@
+"""Session state as a journal of content-addressed chunks plus a small head (`journal`),
+on both backends: round trips, what a save writes, versions and conflicts, a crash
+between the chunks and the head, states of the old layout, and collection.
+
+Redis comes from the shared `redis_url` fixture (conftest), else these cases skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenpilot import ArtifactStore, StateConflict
+from tokenpilot import journal as J
+from tokenpilot.state_files import StateFiles
+from tokenpilot.store import Store
+from tokenpilot.store_disk import DiskStore
+
+RULES = "".join(f"Rule {n}: check the output of step {n} before the next one.\n" for n in range(150))
+
+
+def as_json(data: Any) -> Any:
+    """What a store gives back: the state as JSON reads it (tuples become lists, keys strings)."""
+    return json.loads(json.dumps(data))
+
+
+def entry(n: int) -> dict[str, Any]:
+    """An entry shaped like `TokenPilot.export_session`'s, about 700 bytes."""
+    cid = f"call_{n}"
+    return {
+        "raw_hash": f"{n:064x}",
+        "ids": [cid],
+        "frozen": {
+            "role": "tool",
+            "tool_call_id": cid,
+            "content": f"step {n}: " + "".join(f"row {n}.{k} = {n * 7919 + k}\n" for k in range(20)),
+        },
+        "raw_tokens": 15000 + n,
+        "tokens": 400 + n % 7,
+        "artifact_id": f"art_{n:024x}",
+        "effect": None,
+        "call_infos": [],
+        "unstored": False,
+    }
+
+
+def state(n: int, sid: str = "s") -> dict[str, Any]:
+    """A proxy's saved state after `n` calls: the system prompt in three places, entries,
+    and several lists and dicts that grow by one item per call."""
+    return {
+        "id": sid,
+        "version": 1,
+        "session": {
+            "id": sid,
+            "entries": [entry(k) for k in range(2 * n)],
+            "system": {"stable": [[RULES, [], []]], "current": [[RULES, [], []]], "rendered": RULES},
+            "state": {"seen": {f"art_{k:024x}": "exec" for k in range(n)}},
+            "last_keys": [f"{k:020x}" for k in range(2 * n)][-40:],
+            "calls_prepared": n,
+        },
+        "stats": {"calls": n, "series": [[k, k * 3, 0, 1.5] for k in range(n)], "hit_rate": 0.95},
+        "writer": f"w:{n}",
+    }
+
+
+def fetcher(chunks: dict[str, str]) -> J.Fetch:
+    return lambda digests: {d: chunks[d] for d in digests if d in chunks}
+
+
+# ---------------------------------------------------------------------------
+# The journal itself
+# ---------------------------------------------------------------------------
+def test_a_state_round_trips_and_the_system_prompt_is_stored_once():
+    data = state(30)
+    cut = J.split(data)
+    head = json.loads(cut.head({"v": 7}))
+    assert J.head_meta(head)["v"] == 7
+    got, reached = J.join(head, fetcher(cut.chunks))
+    assert got == as_json(data) and reached == set(cut.chunks)
+    assert head["id"] == "s" and head["stats"]["calls"] == 30  # small fields stay readable in the head
+    holding_rules = [d for d, t in cut.chunks.items() if RULES[:200] in json.loads(t)]
+    assert len(holding_rules) == 1  # three places, one chunk
+    assert len(cut.head()) < 2500
+
+
+def test_each_save_writes_what_is_new_plus_a_head_of_bounded_size():
+    """Saves that each add a call: the chunks written per save stay within twice the call's
+    new content plus a constant, and the head does not grow with the session."""
+    known: set[str] = set()
+    written, added, heads = [], [], []
+    size = len(json.dumps(state(20)))
+    for n in range(21, 161):
+        data = state(n)
+        cut = J.split(data)
+        new = cut.new_chunks(known)
+        known |= set(cut.chunks)
+        grown, size = len(json.dumps(data)) - size, len(json.dumps(data))
+        if n > 40:
+            written.append(sum(len(d) + len(t) for d, t in new.items()))
+            added.append(grown)
+            heads.append(len(cut.head()))
+    mean_written, mean_added = sum(written) / len(written), sum(added) / len(added)
+    assert mean_written <= 2 * mean_added + 2048, (mean_written, mean_added)
+    assert max(heads) < 4096 and heads[-1] <= heads[0] + 512, (heads[0], max(heads), heads[-1])
+
+
+def test_chunks_are_the_same_in_every_process():
+    """Two replicas that take turns on a session cut it the same way (no salted hash)."""
+    cut = J.split(state(40))
+    code = (
+        "import json, sys; sys.path[:0] = ['tests', '.']; from test_journal import state; "
+        "from tokenpilot import journal as J; c = J.split(state(40)); "
+        "print(json.dumps([c.head(), sorted(c.chunks)]))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [cut.head(), sorted(cut.chunks)]
+
+
+def test_a_missing_chunk_is_an_error_not_a_partial_state():
+    cut = J.split(state(30))
+    missing = sorted(cut.chunks)[0]
+    chunks = {d: t for d, t in cut.chunks.items() if d != missing}
+    with pytest.raises(J.JournalError, match=missing):
+        J.join(json.loads(cut.head()), fetcher(chunks))
+
+
+def test_a_whole_state_of_the_old_layout_is_not_a_head():
+    assert not J.is_head(as_json(state(3)))
+    with pytest.raises(J.JournalError):
+        J.join(as_json(state(3)), fetcher({}))
+
+
+_keys = st.one_of(
+    st.text(max_size=6),
+    st.sampled_from(["\x00s", "\x00l", "\x00o", "\x00journal", "\x00", "\x00\x00x", "d", "v"]),
+)
+_json = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False),
+        st.text(max_size=40),
+        st.sampled_from(["\udc80 lone", "x" * 60]),
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=30), st.dictionaries(_keys, inner, max_size=30)),
+    max_leaves=120,
+)
+
+
+@given(st.dictionaries(_keys, _json, max_size=8))
+@settings(max_examples=80, deadline=None)
+def test_any_json_state_round_trips_even_with_tiny_blocks(data):
+    """Keys that look like references, lone surrogates, nesting: what comes back is what
+    JSON would give back, with limits small enough that every path cuts chunks."""
+    saved = {k: getattr(J, k) for k in ("TARGET", "MAX_BLOCK", "STR_MIN", "SMALL", "_MANY", "_SCALE")}
+    try:
+        J.TARGET, J.MAX_BLOCK, J.STR_MIN, J.SMALL, J._MANY = 16, 64, 20, 16, 3
+        J._SCALE = 2**32 // J.TARGET
+        cut = J.split(data)
+        got, _ = J.join(json.loads(cut.head({"v": 1})), fetcher(cut.chunks))
+    finally:
+        for k, v in saved.items():
+            setattr(J, k, v)
+    assert got == as_json(data)
+
+
+# ---------------------------------------------------------------------------
+# Both backends
+# ---------------------------------------------------------------------------
+def _namespaced(url: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}namespace=journal-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["disk", "disk-shared", "redis"])
+def make_store(request, tmp_path) -> Callable[[], Store]:
+    if request.param.startswith("disk"):
+        shared = request.param == "disk-shared"
+        return lambda: DiskStore(ArtifactStore(tmp_path / "a"), tmp_path / "state", shared=shared)
+    from tokenpilot.store_redis import RedisStore
+
+    url = _namespaced(request.getfixturevalue("redis_url"))
+    return lambda: RedisStore(url)
+
+
+def test_two_processes_taking_turns_read_each_others_states_and_write_only_what_is_new(make_store):
+    a, b = make_store(), make_store()
+    if not a.shared:
+        pytest.skip("one process owns a folder that is not shared")
+    version, sent = 0, []
+    for n in range(1, 41):
+        writer = (a, b)[n % 2]
+        if version:
+            got = writer.load_state("s")
+            assert got == (version, as_json(state(n - 1)))
+        before = _written(writer)
+        version = writer.save_state("s", state(n), expect=version)
+        sent.append(_written(writer) - before)
+    assert a.load_state("s") == (version, as_json(state(40)))
+    full = len(json.dumps(state(40)))
+    assert max(sent[10:]) < full / 4, (sent, full)
+
+
+def _written(store: Store) -> int:
+    files = getattr(store, "files", None)
+    return files.bytes_written if files is not None else store.bytes_written  # type: ignore[attr-defined]
+
+
+def test_a_stale_writer_is_refused_and_writes_nothing(make_store):
+    store, other = make_store(), make_store()
+    if not store.shared:
+        pytest.skip("one process: versions are counted in memory")
+    v1 = store.save_state("s", state(3), expect=0)
+    v2 = other.save_state("s", state(4), expect=v1)
+    size = _stored_size(store, "s")
+    with pytest.raises(StateConflict):
+        store.save_state("s", state(5), expect=v1)
+    assert _stored_size(store, "s") == size
+    assert store.load_state("s") == (v2, as_json(state(4)))
+
+
+def _stored_size(store: Store, sid: str) -> int:
+    files = getattr(store, "files", None)
+    if files is not None:
+        return sum(p.stat().st_size for p in files.path.iterdir() if not p.name.endswith(".lock"))
+    r = store._r  # type: ignore[attr-defined]
+    return sum(r.memory_usage(k) or 0 for k in (store._k("s", sid), store._k("j", sid)))  # type: ignore[attr-defined]
+
+
+def test_closing_a_session_collects_the_chunks_its_head_no_longer_reaches(make_store):
+    store = make_store()
+    for n in range(1, 60):
+        store.save_state("s", state(n) | {"writer": "x" * (n * 50)}, expect=None)
+    store.close_session("s")
+    version, data = store.load_state("s")  # type: ignore[misc]
+    assert data == as_json(state(59) | {"writer": "x" * 2950})
+    held = _chunks_held(store, "s")
+    assert held == set(J.split(data).chunks)
+
+
+def _chunks_held(store: Store, sid: str) -> set[str]:
+    files = getattr(store, "files", None)
+    if files is not None:
+        (jnl,) = files.path.glob(f"{files.file_for(sid).stem}.*.jnl")
+        return {line.split(" ", 1)[0] for line in jnl.read_text().splitlines()} - {"H"}  # H: a head
+    return {k.decode() for k in store._r.hkeys(store._k("j", sid))}  # type: ignore[attr-defined]
+
+
+def test_a_long_session_keeps_its_journal_bounded(make_store, monkeypatch):
+    """Every save supersedes some chunks (the open blocks): they are collected as it goes
+    (with the slack made small, so a short session shows it)."""
+    from tokenpilot import state_files
+
+    monkeypatch.setattr(state_files, "_SLACK", 8 * 1024)
+    if "redis" in str(type(make_store())):
+        from tokenpilot import store_redis
+
+        monkeypatch.setattr(store_redis, "_COLLECT_SLACK", 8)
+    store = make_store()
+    ever: set[str] = set()
+    for n in range(1, 121):
+        store.save_state("s", state(n), expect=None)
+        ever |= set(J.split(state(n)).chunks)
+    live = J.split(state(120)).chunks
+    held = _chunks_held(store, "s")
+    assert live.keys() <= held and len(held) < len(ever)  # collected, and nothing live lost
+    files = getattr(store, "files", None)
+    if files is not None:
+        live_bytes = sum(len(d) + len(t) + 2 for d, t in live.items())
+        (jnl,) = files.path.glob("*.jnl")
+        assert jnl.stat().st_size <= 2 * live_bytes + 8 * 1024
+    else:
+        assert len(held) <= 2 * len(live) + 8
+    assert store.load_state("s")[1] == as_json(state(120))  # type: ignore[index]
+
+
+# ---------------------------------------------------------------------------
+# Disk: a crash between the chunks and the head, the old layout
+# ---------------------------------------------------------------------------
+def test_a_crash_between_the_chunks_and_the_head_loses_nothing(tmp_path, monkeypatch):
+    files = StateFiles(tmp_path)
+    files.save("s", state(5), 1)
+
+    def crash(self: StateFiles, target: Path, head: bytes) -> None:
+        raise OSError("killed after the journal's append, before the head's copy")
+
+    monkeypatch.setattr(StateFiles, "_write_copy", crash)
+    with pytest.raises(OSError):
+        files.save("s", state(6), 2)
+    monkeypatch.undo()
+    (jnl,) = tmp_path.glob("*.jnl")
+    fresh = StateFiles(tmp_path)  # a restarted process: the copy's head counts, whole
+    assert fresh.version("s") == 1 and fresh.load_versioned("s") == (1, as_json(state(5)))
+    with open(jnl, "ab") as f:
+        f.write(b"0123 half a rec")  # and a record torn by a crash in the middle of an append
+    fresh.save("s", state(7), 2)
+    assert StateFiles(tmp_path).load_versioned("s") == (2, as_json(state(7)))
+    assert b"half a rec" not in jnl.read_bytes()  # cut back before the append
+
+
+def test_a_torn_copy_of_the_head_falls_back_on_the_journal(tmp_path):
+    files = StateFiles(tmp_path)
+    files.save("s", state(5), 1)
+    files.save("s", state(6), 2)
+    copy = files.file_for("s")
+    whole = copy.read_bytes()
+    for torn in (whole[: len(whole) // 2], whole + b"]}", b""):  # half written, a longer old tail, empty
+        copy.write_bytes(torn)
+        again = StateFiles(tmp_path)
+        assert again.version("s") == 2 and again.load_versioned("s") == (2, as_json(state(6)))
+    again.save("s", state(7), 3)  # and the next save writes on from there
+    assert StateFiles(tmp_path).load_versioned("s") == (3, as_json(state(7)))
+    assert json.loads(copy.read_bytes())["id"] == "s"
+
+
+def test_states_of_the_old_layout_load_and_their_next_save_writes_the_journal(tmp_path):
+    folder = tmp_path / "state"
+    folder.mkdir()
+    files = StateFiles(folder)
+    old = files.file_for("s")
+    old.write_text(json.dumps(state(4), ensure_ascii=True))  # as the store wrote it before
+    old.with_suffix(".ver").write_text("9")
+    store = DiskStore(ArtifactStore(tmp_path / "a"), folder, shared=True)
+    assert store.state_version("s") == 9 and store.load_state("s") == (9, as_json(state(4)))
+    assert [v for v, _ in store.load_states()] == [9]
+    assert store.save_state("s", state(5), expect=9) == 10
+    assert not old.with_suffix(".ver").exists() and J.is_head(json.loads(old.read_text()))
+    again = DiskStore(ArtifactStore(tmp_path / "a"), folder, shared=True)
+    assert again.load_state("s") == (10, as_json(state(5)))
+    assert [d["id"] for d in StateFiles(folder).load_all()] == ["s"]  # doctor's reader
+
+
+def test_a_head_without_its_journal_is_skipped_with_a_warning(tmp_path, caplog):
+    files = StateFiles(tmp_path)
+    files.save("s", state(5), 1)
+    for p in tmp_path.glob("*.jnl"):
+        p.unlink()
+    assert files.load("s") is None and list(files.load_all()) == []
+    assert "skipping" in caplog.text
+
+
+# ---------------------------------------------------------------------------
+# Redis: the old layout (keys without hash tags)
+# ---------------------------------------------------------------------------
+def test_redis_states_and_originals_of_the_old_layout_still_load(redis_url):
+    from tokenpilot.store_redis import RedisStore
+
+    store = RedisStore(_namespaced(redis_url))
+    r, ns, h = store._r, store.namespace, b"s".hex()
+    text = "an original stored before the hash tags\n" * 40
+    aid = "art_" + "ab" * 12
+    r.hset(f"{ns}:s:{h}", mapping={"v": 6, "d": json.dumps(state(4))})
+    r.set(f"{ns}:a:{h}:{aid}", text)
+    r.sadd(f"{ns}:as:{h}", aid)
+    r.zadd(f"{ns}:leases", {h: 1.0})
+    r.incrby(f"{ns}:volume", len(text))
+    assert store.state_version("s") == 6 and store.load_state("s") == (6, as_json(state(4)))
+    assert [v for v, _ in store.load_states()] == [6]
+    assert store.get("s", aid) == text and list(store.artifact_ids("s")) == [aid]
+    assert store.save_state("s", state(5), expect=6) == 7
+    assert not r.exists(f"{ns}:s:{h}") and store.load_state("s") == (7, as_json(state(5)))
+    assert store.get("s", aid) == text  # the original stays where it was
+    store.size_limit_bytes = 0
+    store.close_session("s")
+    assert store.prune() == 1  # old and new keys go together
+    assert not r.exists(f"{ns}:a:{h}:{aid}") and store.load_state("s") is None
+    assert store.volume() == 0
