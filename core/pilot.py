@@ -48,7 +48,8 @@ from .passes.truncate import tool_family
 from .pricing import Prices
 from .recall_args import recall_arguments
 from .stabilize import RECALL_TOOL_NAME, Stabilized, merge_tools, stabilize_text, tool_name, values_block
-from .store import Artifacts, open_artifacts
+from .store import Artifacts
+from .store_open import open_artifacts
 from .tokens import count_tokens
 from .unstored import store_reason, unstored_form
 

@@ -35,8 +35,9 @@ from tokenpilot import ArtifactStore, Config, Prepared, TokenPilot
 from tokenpilot.artifacts import default_store_dir
 from tokenpilot.errors import MessageError, TokenPilotError
 from tokenpilot.model_prices import TABLE, load_price_file
-from tokenpilot.store import LockBusy, Store, StoreUnanswered, is_store_url, open_redis, redact_store_url
+from tokenpilot.store import LockBusy, Store, StoreUnanswered, redact_store_url
 from tokenpilot.store_disk import DiskStore
+from tokenpilot.store_open import is_store_url, open_redis
 
 from . import sse, timeline, wire
 from .dashboard import Dashboard, browser_authorized
