@@ -20,7 +20,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from .artifacts import RecallResult
 from .config import BULKY_TOOL_FAMILIES, Config
 from .errors import MessageError
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
-from .fingerprint import digest_from_json, digest_to_json, keep, keep_calls, same, same_calls
+from .fingerprint import digest_from_json, digest_to_json, keep, same, same_calls
 from .ingest import (
     Ingested,
     IngestState,
@@ -47,6 +47,7 @@ from .observations import OBSERVATION_TOOL, is_observation
 from .passes.truncate import tool_family
 from .pricing import Prices
 from .recall_args import recall_arguments
+from .session import Entry, Session, call_ids, hashable, kept_fields, msg_tokens, raw_hash, sig_calls
 from .stabilize import RECALL_TOOL_NAME, Stabilized, merge_tools, stabilize_text, tool_name, values_block
 from .store import Artifacts
 from .store_open import open_artifacts
@@ -136,100 +137,11 @@ class ToolOutputReduction:
     passes: tuple[str, ...] = ()
 
 
-@dataclass(slots=True)
-class _Entry:
-    """One history message: how to recognise it again, and its frozen form.
-
-    `content` and the arguments in `calls` are what `fingerprint.keep` leaves of the raw
-    message: the frozen form's own object where they are equal, else a `Digest`; never a
-    second copy of an original the store keeps (a reduced 5 MB output costs its digest).
-    """
-
-    role: Any
-    content: Any
-    name: Any
-    calls: tuple[tuple[str, Any], ...] | None  # (name, arguments kept) of its tool calls
-    raw_hash: str
-    ids: Any  # tool_call_id, or the tuple of tool-call ids, at ingestion
-    frozen: Any
-    raw_tokens: int
-    tokens: int
-    artifact_id: str | None = None
-    effect: tuple[str, str, str, str] | None = None  # (aid, tool, call key, source) for state replays
-    call_infos: tuple[tuple[str, ToolCallInfo], ...] = ()
-    live: bool = True  # False after an import: match by hash once, then by value
-    unstored: str | None = None  # the original the store refused ("" after an import): retry
-    key: str = ""  # digest of `frozen`, the render key that survives a restart (filled lazily)
-
-
-@dataclass(slots=True)
-class _SystemState:
-    raw: tuple[Any, ...] = ()  # raw leading system contents last seen, as `fingerprint.keep` leaves them
-    stable: tuple[Stabilized, ...] = ()  # frozen at the first call
-    current: tuple[Stabilized, ...] = ()  # latest version (for diffs of later changes)
-    rendered: list[dict[str, Any]] = field(default_factory=list)
-    tokens: int = 0
-    version: int = 0
-    verbatim: bool = False  # decided at the first call: too little follows the volatile values
-
-
-class Session:
-    """All TokenPilot state of one conversation. Guarded by its own lock."""
-
-    def __init__(self, session_id: str) -> None:
-        self.id = session_id
-        self.lock = threading.RLock()
-        self.entries: list[_Entry] = []
-        self.state = IngestState()
-        self.calls: dict[str, ToolCallInfo] = {}
-        self.system = _SystemState()
-        self.tools: list[dict[str, Any]] = []
-        self.tools_version = 0
-        self.tools_tokens = 0
-        self.updates: list[tuple[int, dict[str, Any]]] = []  # (after n entries, message)
-        self.last_keys: list[Any] = []  # render keys of the last call: versions, then digests
-        self.plan_version = 0
-        self.last_plan_version = 0
-        self.prefix_breaks = 0
-        self.calls_prepared = 0
-        self.lifecycle: Any = None
-        self.recallable = False  # something was stored or evicted: recall_artifact is listed
-
-
 def _bulky(tools: Any) -> bool:
     """Is one of these tool definitions or calls (both carry `function.name`) a tool whose
     output is often large?"""
     items = tools if isinstance(tools, list | tuple) else ()
     return any(isinstance(t, Mapping) and tool_family(tool_name(t)) in BULKY_TOOL_FAMILIES for t in items)
-
-
-def _sig_calls(msg: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """(name, arguments) of each tool call, to recognise the message again; a malformed
-    `tool_calls` (lenient mode passes it through) is kept as it is, for comparison."""
-    calls = msg.get("tool_calls")
-    if not calls:
-        return None
-    if not isinstance(calls, list | tuple):
-        return (("?", calls),)
-    out = []
-    for c in calls:
-        fn = c.get("function") if isinstance(c, Mapping) else None
-        out.append((fn.get("name"), fn.get("arguments")) if isinstance(fn, Mapping) else ("?", c))
-    return tuple(out)
-
-
-def _ids(msg: Mapping[str, Any]) -> Any:
-    """The tool-call id(s) a message carries: a string, a tuple (None where one is not a
-    string), or None. Always hashable: render keys are built from them."""
-    if msg.get("role") == "tool":
-        tid = msg.get("tool_call_id")
-        return tid if isinstance(tid, str) else None
-    calls = msg.get("tool_calls")
-    if not calls or not isinstance(calls, list | tuple):
-        return None
-    return tuple(
-        c.get("id") if isinstance(c, Mapping) and isinstance(c.get("id"), str) else None for c in calls
-    )
 
 
 def _usable_ids(ids: Any, frozen: Mapping[str, Any]) -> bool:
@@ -246,10 +158,6 @@ def _usable_ids(ids: Any, frozen: Mapping[str, Any]) -> bool:
     )
 
 
-def _raw_hash(msg: Mapping[str, Any]) -> str:
-    return sha256_hex(canonical_json([msg.get("role"), msg.get("content"), msg.get("name"), _sig_calls(msg)]))
-
-
 def _with_ids(frozen: dict[str, Any], ids: Any) -> dict[str, Any]:
     """A frozen message carrying the caller's current tool-call ids (OpenClaw rewrites them)."""
     out = dict(frozen)
@@ -258,21 +166,6 @@ def _with_ids(frozen: dict[str, Any], ids: Any) -> dict[str, Any]:
     elif ids and out.get("tool_calls"):
         out["tool_calls"] = [{**c, "id": i} for c, i in zip(out["tool_calls"], ids)]
     return out
-
-
-def _msg_tokens(msg: Any) -> int:
-    if not isinstance(msg, Mapping):
-        return count_tokens(str(msg))
-    n = count_tokens(content_text(msg.get("content")))
-    content = msg.get("content")
-    if isinstance(content, list):  # non-text parts: count their JSON (images are estimated by size)
-        n += sum(
-            len(canonical_json(p)) // 4 for p in content if isinstance(p, Mapping) and p.get("type") != "text"
-        )
-    for c in msg.get("tool_calls") or []:
-        fn = c.get("function") or {}
-        n += count_tokens(str(fn.get("name", ""))) + count_tokens(str(fn.get("arguments", "")))
-    return n + 4
 
 
 def default_estimator() -> Estimator:
@@ -503,10 +396,10 @@ class TokenPilot:
             s.system.tokens
             + s.tools_tokens
             + sum(e.tokens for i, e in enumerate(s.entries) if i not in evicted)
-            + sum(_msg_tokens(m) for _, m in s.updates)
+            + sum(msg_tokens(m) for _, m in s.updates)
         )
         if tail_values:
-            tokens += _msg_tokens(out[-1])
+            tokens += msg_tokens(out[-1])
         stats = PrepareStats(
             session_id=s.id,
             messages_in=len(messages),
@@ -540,17 +433,17 @@ class TokenPilot:
                 if (
                     entry.role == msg.get("role")
                     and entry.name == msg.get("name")
-                    and same_calls(entry.calls, _sig_calls(msg))
+                    and same_calls(entry.calls, sig_calls(msg))
                     and same(entry.content, msg.get("content"))
                 ):
                     n += 1
                     continue
                 break
-            if nesting_exceeds(msg, self.config.max_depth) or not _hashable(msg):
+            if nesting_exceeds(msg, self.config.max_depth) or not hashable(msg):
                 break  # refused by the depth check, or passed through as malformed
-            if entry.raw_hash == _raw_hash(msg):
+            if entry.raw_hash == raw_hash(msg):
                 entry.role, entry.name = msg.get("role"), msg.get("name")
-                entry.content, entry.calls = _kept_fields(msg, entry.frozen)
+                entry.content, entry.calls = kept_fields(msg, entry.frozen)
                 entry.live = True
                 n += 1
                 continue
@@ -577,7 +470,7 @@ class TokenPilot:
                     while len(s.state.window) > self.config.call_window:
                         s.state.window.popleft()
 
-    def _retry_unstored(self, s: Session, n: int, errors: list[OSError]) -> tuple[int, list[_Entry]]:
+    def _retry_unstored(self, s: Session, n: int, errors: list[OSError]) -> tuple[int, list[Entry]]:
         """Where ingestion resumes, and the entries it replaces: from the first message the
         store refused, once the store takes that original now.
 
@@ -598,22 +491,22 @@ class TokenPilot:
         self._truncate(s, first, keep_updates=True)  # same messages again: update notes stay
         return first, before
 
-    def _passthrough_entry(self, msg: Any) -> _Entry:
+    def _passthrough_entry(self, msg: Any) -> Entry:
         if isinstance(msg, Mapping):
-            return _Entry(
+            return Entry(
                 msg.get("role"),
                 msg.get("content"),
                 msg.get("name"),
-                _sig_calls(msg),
-                _raw_hash(msg) if _hashable(msg) else "",
-                _ids(msg),
+                sig_calls(msg),
+                raw_hash(msg) if hashable(msg) else "",
+                call_ids(msg),
                 dict(msg),
                 0,
                 0,
             )
-        return _Entry(None, None, None, None, "", None, msg, 0, 0)
+        return Entry(None, None, None, None, "", None, msg, 0, 0)
 
-    def _capped(self, s: Session, entry: _Entry, stored: list[str], store_errors: list[OSError]) -> _Entry:
+    def _capped(self, s: Session, entry: Entry, stored: list[str], store_errors: list[OSError]) -> Entry:
         """A malformed tool message passed through: untouched, except that it never exceeds
         the hard limit (cut with a recall handle; with no handle when the store refuses)."""
         msg = entry.frozen
@@ -633,7 +526,7 @@ class TokenPilot:
 
     def _ingest(
         self, s: Session, msg: Mapping[str, Any], stored: list[str], store_errors: list[OSError]
-    ) -> _Entry:
+    ) -> Entry:
         refused: list[str] = []
         put = self._putter(s, stored, refused)
         role = msg.get("role")
@@ -689,17 +582,17 @@ class TokenPilot:
                         unstored_form(msg, self.config.hard_limit_chars, store_reason(store_exc))
                     )
         frozen = result.message
-        tokens = _msg_tokens(frozen)
-        content, calls = _kept_fields(msg, frozen)
-        return _Entry(
+        tokens = msg_tokens(frozen)
+        content, calls = kept_fields(msg, frozen)
+        return Entry(
             role,
             content,
             msg.get("name"),
             calls,
-            _raw_hash(msg),
-            _ids(msg),
+            raw_hash(msg),
+            call_ids(msg),
             frozen,
-            _msg_tokens(msg) if result.artifact_id or refused else tokens,
+            msg_tokens(msg) if result.artifact_id or refused else tokens,
             tokens,
             result.artifact_id,
             effect,
@@ -793,7 +686,7 @@ class TokenPilot:
             msg = history[i]
             frozen = e.frozen
             if isinstance(frozen, Mapping):
-                cur = _ids(msg) if isinstance(msg, Mapping) else e.ids
+                cur = call_ids(msg) if isinstance(msg, Mapping) else e.ids
                 if cur != e.ids and _usable_ids(cur, frozen):
                     out.append(_with_ids(frozen, cur))
                     keys.append(f"{_entry_key(e)}:{_digest(cur)}")
@@ -925,7 +818,7 @@ class TokenPilot:
                 out.append({"role": "system", "content": block})
         s.system.rendered = out
         s.system.version += 1
-        s.system.tokens = sum(_msg_tokens(m) for m in out)
+        s.system.tokens = sum(msg_tokens(m) for m in out)
 
     def _system_update_note(self, old: Sequence[Stabilized], new: Sequence[Stabilized]) -> str | None:
         """An append-only note describing how the system prompt changed (None: nothing visible)."""
@@ -1110,7 +1003,7 @@ class TokenPilot:
                 infos = tuple((cid, ToolCallInfo(name, args)) for cid, name, args in d.get("call_infos", []))
                 ids = tuple(d["ids"]) if isinstance(d["ids"], list) else d["ids"]
                 s.entries.append(
-                    _Entry(
+                    Entry(
                         None,
                         None,
                         None,
@@ -1212,16 +1105,10 @@ def _digest(obj: Any) -> str:
     return sha256_hex(text)[:20]
 
 
-def _entry_key(e: _Entry) -> str:
+def _entry_key(e: Entry) -> str:
     if not e.key:
         e.key = _digest(e.frozen)
     return e.key
-
-
-def _kept_fields(msg: Mapping[str, Any], frozen: Any) -> tuple[Any, Any]:
-    """(content, calls) of `msg` as an entry keeps them to recognise it (`fingerprint.keep`)."""
-    fcontent = frozen.get("content") if isinstance(frozen, Mapping) else None
-    return keep(msg.get("content"), fcontent), keep_calls(_sig_calls(msg), frozen)
 
 
 def _kept_system(raw: tuple[Any, ...], stab: Sequence[Stabilized]) -> tuple[Any, ...]:
@@ -1229,14 +1116,6 @@ def _kept_system(raw: tuple[Any, ...], stab: Sequence[Stabilized]) -> tuple[Any,
     it equals the raw one (no volatile values), else a digest (the raw prompt is needed
     only to see whether the next call's differs)."""
     return tuple(keep(r, st.text) for r, st in zip(raw, stab))
-
-
-def _hashable(msg: Mapping[str, Any]) -> bool:
-    try:
-        _raw_hash(msg)
-        return True
-    except (TypeError, ValueError):  # not JSON: int and str keys mixed, bytes, sets...
-        return False
 
 
 def _aid_of(content: Any) -> str:
