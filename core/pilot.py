@@ -45,6 +45,7 @@ from .observations import OBSERVATION_TOOL, is_observation
 from .passes.truncate import tool_family
 from .pricing import Prices
 from .recall_args import recall_arguments
+from .render import break_cause, first_difference, render_history
 from .session import Entry, Session, call_ids, hashable, kept_fields, msg_tokens, raw_hash, sig_calls
 from .session_state import load_session, session_to_dict
 from .stabilize import RECALL_TOOL_NAME, merge_tools, stabilize_text, tool_name, values_block
@@ -138,30 +139,6 @@ def _bulky(tools: Any) -> bool:
     output is often large?"""
     items = tools if isinstance(tools, list | tuple) else ()
     return any(isinstance(t, Mapping) and tool_family(tool_name(t)) in BULKY_TOOL_FAMILIES for t in items)
-
-
-def _usable_ids(ids: Any, frozen: Mapping[str, Any]) -> bool:
-    """Can these ids replace the frozen message's own? Only valid ones, one per call."""
-    if frozen.get("role") == "tool":
-        return isinstance(ids, str)
-    calls = frozen.get("tool_calls")
-    return (
-        isinstance(ids, tuple)
-        and isinstance(calls, list | tuple)
-        and len(ids) == len(calls)
-        and all(isinstance(i, str) for i in ids)
-        and all(isinstance(c, Mapping) for c in calls)
-    )
-
-
-def _with_ids(frozen: dict[str, Any], ids: Any) -> dict[str, Any]:
-    """A frozen message carrying the caller's current tool-call ids (OpenClaw rewrites them)."""
-    out = dict(frozen)
-    if out.get("role") == "tool":
-        out["tool_call_id"] = ids
-    elif ids and out.get("tool_calls"):
-        out["tool_calls"] = [{**c, "id": i} for c, i in zip(out["tool_calls"], ids)]
-    return out
 
 
 def default_estimator() -> Estimator:
@@ -342,7 +319,7 @@ class TokenPilot:
                 "retried at the next call"
             )
 
-        rendered, keys, evicted = self._render_history(s, history)
+        rendered, keys, evicted = render_history(s, history, cfg)
         # Tools after ingestion: `recall_artifact` may join on the first call with an artifact.
         if s.calls_prepared == 0 and cfg.recall_tool_from == "auto" and not s.recallable:
             s.recallable = _bulky(list(tools or ()))
@@ -361,8 +338,8 @@ class TokenPilot:
         keys = [s.system.version, s.tools_version, *keys]
         cause, break_at = None, None
         if s.last_keys and keys[: len(s.last_keys)] != s.last_keys:
-            cause = self._break_cause(s, keys, rewritten, recovered=bool(before))
-            break_at = _first_difference(s.last_keys, keys, len(s.system.rendered))
+            cause = break_cause(s, keys, rewritten, recovered=bool(before))
+            break_at = first_difference(s.last_keys, keys, len(s.system.rendered))
             s.prefix_breaks += 1
         s.last_keys = keys
         s.last_plan_version = s.plan_version
@@ -627,70 +604,6 @@ class TokenPilot:
 
         return put
 
-    def _render_history(self, s: Session, history: list[Any]) -> tuple[list[Any], list[str], set[int]]:
-        """Frozen messages (with current ids), update notes, eviction stubs; and render keys."""
-        drop: set[int] = set()
-        stubs: dict[int, list[dict[str, Any]]] = {}
-        if s.lifecycle is not None:
-            frozen = [e.frozen for e in s.entries]
-            cfg = self.config
-            adds_tool = cfg.register_recall_tool and cfg.recall_tool_from != "first_call" and not s.recallable
-            if hasattr(s.lifecycle, "head_refill_tokens"):  # a custom lifecycle may not weigh it
-                s.lifecycle.head_refill_tokens = s.system.tokens + s.tools_tokens if adds_tool else None
-            try:
-                s.lifecycle.observe(frozen)
-                plan = s.lifecycle.view(frozen)
-                s.plan_version = plan.version
-                drop = set(plan.drop)
-                stubs = {i: list(ms) for i, ms in plan.stubs.items()}
-            except Exception as exc:  # eviction is an optimisation: never fail the call
-                log.warning("tokenpilot: lifecycle failed, rendering without eviction: %s", exc)
-                drop, stubs = set(), {}
-        updates: dict[int, list[dict[str, Any]]] = {}
-        for pos, m in s.updates:
-            updates.setdefault(pos, []).append(m)
-        out: list[Any] = []
-        keys: list[str] = []
-        for i, e in enumerate(s.entries):
-            for m in updates.get(i, ()):
-                out.append(dict(m))
-                keys.append(_digest(m))
-            for m in stubs.get(i, ()):
-                out.append(dict(m))
-                keys.append(_digest(m))
-            if i in drop:
-                continue
-            msg = history[i]
-            frozen = e.frozen
-            if isinstance(frozen, Mapping):
-                cur = call_ids(msg) if isinstance(msg, Mapping) else e.ids
-                if cur != e.ids and _usable_ids(cur, frozen):
-                    out.append(_with_ids(frozen, cur))
-                    keys.append(f"{_entry_key(e)}:{_digest(cur)}")
-                    continue
-                out.append(dict(frozen))
-            else:
-                out.append(frozen)
-            keys.append(_entry_key(e))
-        for m in updates.get(len(s.entries), ()):
-            out.append(dict(m))
-            keys.append(_digest(m))
-        return out, keys, drop
-
-    def _break_cause(self, s: Session, keys: list[Any], rewritten: bool, *, recovered: bool = False) -> str:
-        prev = s.last_keys
-        if prev[0] != keys[0]:
-            return "system prompt changed"
-        if prev[1] != keys[1]:
-            return "tools changed"
-        if rewritten:
-            return "history rewritten by the caller"
-        if recovered:
-            return "store_recovered"  # a message sent unreduced while the store failed, now reduced
-        if s.plan_version != s.last_plan_version:
-            return "eviction"
-        return "tool-call ids changed"
-
     # -- system prompt ----------------------------------------------------------
 
     # -- lifecycle driven by the host (schedule="manual") --------------------------
@@ -829,32 +742,6 @@ class TokenPilot:
         self.store.close_session(session_id)
         with self._lock:
             self._sessions.pop(session_id, None)
-
-
-def _first_difference(prev: list[Any], keys: list[Any], system_len: int) -> int:
-    """Index in the rendered messages of the first one whose key changed (keys: the system
-    version, the tools version, then one key per rendered history message)."""
-    if prev[:2] != keys[:2]:
-        return 0
-    for j, (a, b) in enumerate(zip(prev[2:], keys[2:])):
-        if a != b:
-            return system_len + j
-    return system_len + min(len(prev), len(keys)) - 2
-
-
-def _digest(obj: Any) -> str:
-    """A short content digest: render keys that mean the same in every process."""
-    try:
-        text = canonical_json(obj)
-    except (TypeError, ValueError):
-        text = repr(obj)
-    return sha256_hex(text)[:20]
-
-
-def _entry_key(e: Entry) -> str:
-    if not e.key:
-        e.key = _digest(e.frozen)
-    return e.key
 
 
 def _aid_of(content: Any) -> str:
