@@ -13,7 +13,6 @@ from the first call.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import threading
@@ -24,40 +23,27 @@ from typing import Any
 
 from ._canonical import canonical_json, sha256_hex
 from .artifacts import RecallResult
-from .config import BULKY_TOOL_FAMILIES, Config
+from .config import Config
 from .errors import MessageError
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
-from .fingerprint import same, same_calls
+from .history import History, bulky
 from .ingest import (
-    Ingested,
-    IngestState,
     Pipeline,
-    ToolCallInfo,
-    hard_limited,
-    ingest_assistant,
-    ingest_tool_result,
-    ingest_user,
 )
 from .lifecycle import Lifecycle, LifecycleConfig
-from .limits import check_count, check_depth, nesting_exceeds
-from .messages import check_message, check_tools, content_text, to_anthropic
-from .observations import OBSERVATION_TOOL, is_observation
-from .passes.truncate import tool_family
-from .pricing import Prices
+from .limits import check_count, check_depth
+from .messages import check_tools, content_text, to_anthropic
 from .recall_args import recall_arguments
 from .render import break_cause, first_difference, render_history
-from .session import Entry, Session, call_ids, hashable, kept_fields, msg_tokens, raw_hash, sig_calls
+from .session import Session, msg_tokens
 from .session_state import load_session, session_to_dict
-from .stabilize import RECALL_TOOL_NAME, merge_tools, stabilize_text, tool_name, values_block
+from .stabilize import RECALL_TOOL_NAME, merge_tools, stabilize_text, values_block
 from .store import Artifacts
 from .store_open import open_artifacts
 from .system_prompt import TAIL_TITLE, SystemPrompts
 from .tokens import count_tokens
-from .unstored import store_reason, unstored_form
 
 log = logging.getLogger("tokenpilot")
-
-_CHARS_PER_TOKEN = 4  # to weigh a token price against a reduction measured in chars
 
 
 # ---------------------------------------------------------------------------
@@ -134,13 +120,6 @@ class ToolOutputReduction:
     passes: tuple[str, ...] = ()
 
 
-def _bulky(tools: Any) -> bool:
-    """Is one of these tool definitions or calls (both carry `function.name`) a tool whose
-    output is often large?"""
-    items = tools if isinstance(tools, list | tuple) else ()
-    return any(isinstance(t, Mapping) and tool_family(tool_name(t)) in BULKY_TOOL_FAMILIES for t in items)
-
-
 def default_estimator() -> Estimator:
     """The LLM estimator when an endpoint is configured in the environment, else the offline one."""
     import os
@@ -177,6 +156,7 @@ class TokenPilot:
         self.config = config or Config()
         self.store: Artifacts = open_artifacts(store)
         self.pipeline = Pipeline(self.config)
+        self.history = History(self.config, self.pipeline, self.store)
         self.lifecycle_config: LifecycleConfig | None = None
         if lifecycle_factory is None and lifecycle is not False:
             lc = lifecycle if isinstance(lifecycle, LifecycleConfig) else LifecycleConfig()
@@ -280,37 +260,19 @@ class TokenPilot:
     ) -> Prepared:
         cfg = self.config
         warnings: list[str] = []
-        malformed = 0
         k = self.system_prompts.leading(messages)
         history = messages[k:]
-        n = self._match(s, history)
+        n = self.history.match(s, history)
         for i in range(n, len(history)):  # refuse before any state changes; older ones passed
             check_depth(history[i], cfg.max_depth, k + i)
         self.system_prompts.update(s, messages[:k], warnings)
         rewritten = n < len(s.entries)
         if rewritten:
-            self._truncate(s, n)
+            self.history.truncate(s, n)
         store_errors: list[OSError] = []
-        n, before = self._retry_unstored(s, n, store_errors)
+        n, before = self.history.retry_unstored(s, n, store_errors)
         stored: list[str] = []
-        reduced = 0
-        for i in range(n, len(history)):
-            msg = history[i]
-            try:
-                check_message(msg, k + i)
-            except MessageError as exc:
-                if cfg.strict:
-                    raise
-                malformed += 1
-                warnings.append(str(exc))
-                s.entries.append(self._capped(s, self._passthrough_entry(msg), stored, store_errors))
-                continue
-            if cfg.recall_tool_from == "auto" and not s.recallable and msg.get("tool_calls"):
-                s.recallable = _bulky(msg["tool_calls"])  # known from the calls when the tool list is not
-            entry = self._ingest(s, msg, stored, store_errors)
-            if entry.artifact_id:
-                reduced += 1
-            s.entries.append(entry)
+        reduced, malformed = self.history.ingest_new(s, history, n, k, stored, store_errors, warnings)
         unstored = sum(1 for e in s.entries if e.unstored is not None)
         if store_errors:
             warnings.append(
@@ -322,7 +284,7 @@ class TokenPilot:
         rendered, keys, evicted = render_history(s, history, cfg)
         # Tools after ingestion: `recall_artifact` may join on the first call with an artifact.
         if s.calls_prepared == 0 and cfg.recall_tool_from == "auto" and not s.recallable:
-            s.recallable = _bulky(list(tools or ()))
+            s.recallable = bulky(list(tools or ()))
         s.recallable = s.recallable or bool(stored) or bool(evicted)
         recall = cfg.register_recall_tool and (cfg.recall_tool_from == "first_call" or s.recallable)
         s.tools, tools_changed = merge_tools(s.tools, tools, include_recall=recall)
@@ -374,235 +336,6 @@ class TokenPilot:
         return Prepared(out, [dict(t) for t in s.tools], stats, s.id, tail_start)
 
     # -- history --------------------------------------------------------------
-    def _match(self, s: Session, history: list[Any]) -> int:
-        """How many leading messages are already ingested, unchanged (ids may differ)."""
-        n = 0
-        for entry, msg in zip(s.entries, history):
-            if not isinstance(msg, Mapping):
-                if entry.frozen is msg or entry.frozen == msg:
-                    n += 1
-                    continue
-                break
-            if entry.live:
-                if (
-                    entry.role == msg.get("role")
-                    and entry.name == msg.get("name")
-                    and same_calls(entry.calls, sig_calls(msg))
-                    and same(entry.content, msg.get("content"))
-                ):
-                    n += 1
-                    continue
-                break
-            if nesting_exceeds(msg, self.config.max_depth) or not hashable(msg):
-                break  # refused by the depth check, or passed through as malformed
-            if entry.raw_hash == raw_hash(msg):
-                entry.role, entry.name = msg.get("role"), msg.get("name")
-                entry.content, entry.calls = kept_fields(msg, entry.frozen)
-                entry.live = True
-                n += 1
-                continue
-            break
-        return n
-
-    def _truncate(self, s: Session, n: int, *, keep_updates: bool = False) -> None:
-        """The caller rewrote history from message n: forget later entries, rebuild state."""
-        s.entries = s.entries[:n]
-        if not keep_updates:
-            s.updates = [(pos, m) for pos, m in s.updates if pos <= n]
-        recalls = s.state.recall_counts
-        s.state = IngestState(recall_counts=recalls)
-        s.calls = {}
-        for e in s.entries:
-            for cid, info in e.call_infos:
-                s.calls[cid] = info
-            if e.effect:
-                aid, tool, call_key, source = e.effect
-                s.state.artifact_sources.setdefault(aid, source)
-                s.state.seen_outputs.setdefault(aid, tool)
-                if call_key:
-                    s.state.window.append((call_key, aid))
-                    while len(s.state.window) > self.config.call_window:
-                        s.state.window.popleft()
-
-    def _retry_unstored(self, s: Session, n: int, errors: list[OSError]) -> tuple[int, list[Entry]]:
-        """Where ingestion resumes, and the entries it replaces: from the first message the
-        store refused, once the store takes that original now.
-
-        Later messages are ingested again too, in order, so the session's state is what
-        a clean ingestion gives. While the store still refuses, nothing is redone.
-        """
-        first = next((i for i in range(n) if s.entries[i].unstored is not None), None)
-        if first is None:
-            return n, []
-        probe = s.entries[first].unstored
-        if probe:
-            try:
-                self.store.put(s.id, probe)
-            except OSError as exc:
-                errors.append(exc)
-                return n, []
-        before = s.entries[first:n]
-        self._truncate(s, first, keep_updates=True)  # same messages again: update notes stay
-        return first, before
-
-    def _passthrough_entry(self, msg: Any) -> Entry:
-        if isinstance(msg, Mapping):
-            return Entry(
-                msg.get("role"),
-                msg.get("content"),
-                msg.get("name"),
-                sig_calls(msg),
-                raw_hash(msg) if hashable(msg) else "",
-                call_ids(msg),
-                dict(msg),
-                0,
-                0,
-            )
-        return Entry(None, None, None, None, "", None, msg, 0, 0)
-
-    def _capped(self, s: Session, entry: Entry, stored: list[str], store_errors: list[OSError]) -> Entry:
-        """A malformed tool message passed through: untouched, except that it never exceeds
-        the hard limit (cut with a recall handle; with no handle when the store refuses)."""
-        msg = entry.frozen
-        if not isinstance(msg, Mapping) or msg.get("role") != "tool":
-            return entry
-        refused: list[str] = []
-        try:
-            capped = hard_limited(msg, self.config, self._putter(s, stored, refused))
-        except OSError as exc:  # retried at the next call, as any unstored output
-            store_errors.append(exc)
-            capped = Ingested(unstored_form(msg, self.config.hard_limit_chars, store_reason(exc)))
-        except (TypeError, ValueError):  # content no JSON can hold: nothing to measure it by
-            return entry
-        entry.frozen, entry.artifact_id = capped.message, capped.artifact_id
-        entry.unstored = refused[0] if refused else None
-        return entry
-
-    def _ingest(
-        self, s: Session, msg: Mapping[str, Any], stored: list[str], store_errors: list[OSError]
-    ) -> Entry:
-        refused: list[str] = []
-        put = self._putter(s, stored, refused)
-        role = msg.get("role")
-        effect = None
-        call_infos: tuple[tuple[str, ToolCallInfo], ...] = ()
-        try:
-            if role == "tool":
-                call = s.calls.get(msg.get("tool_call_id", ""))
-                result = ingest_tool_result(
-                    msg,
-                    call,
-                    state=s.state,
-                    pipeline=self.pipeline,
-                    put=put,
-                    min_saved_chars=self._first_artifact_threshold(s),
-                )
-                original = msg.get("content")
-                aid = result.artifact_id or _aid_of(original)
-                effect = (
-                    aid,
-                    call.name if call else str(msg.get("name") or ""),
-                    call.call_key if call and self.config.call_cap else "",
-                    call.source_key if call else "",
-                )
-            elif role == "assistant":
-                result = ingest_assistant(msg, pipeline=self.pipeline, put=put)
-                infos = []
-                for c in msg.get("tool_calls") or []:
-                    fn = c.get("function") or {}
-                    info = ToolCallInfo(str(fn.get("name", "")), str(fn.get("arguments", "")))
-                    infos.append((c.get("id"), info))
-                    s.calls[c.get("id")] = info
-                call_infos = tuple(infos)
-            elif role == "user" and s.entries and is_observation(msg, {"role": s.entries[-1].role}):
-                # a text-action agent's tool output (I5): it answers the assistant's action
-                result = self._ingest_observation(s, msg, put)
-            elif role == "user":
-                result = ingest_user(msg, pipeline=self.pipeline, put=put)
-            else:
-                result = Ingested(dict(msg))
-        except Exception as exc:
-            if refused and isinstance(exc, OSError):  # no original: nothing may point at one
-                store_errors.append(exc)
-                cut = unstored_form(msg, self.config.hard_limit_chars, store_reason(exc))
-                result = Ingested(cut)
-            else:  # never lose the agent's turn to a bug in a pass; the hard limit still holds
-                log.warning("tokenpilot: ingestion failed for a %s message, kept unreduced: %s", role, exc)
-                try:
-                    result = hard_limited(msg, self.config, put)
-                except OSError as store_exc:  # no original: cut with no handle, retried next call
-                    store_errors.append(store_exc)
-                    result = Ingested(
-                        unstored_form(msg, self.config.hard_limit_chars, store_reason(store_exc))
-                    )
-        frozen = result.message
-        tokens = msg_tokens(frozen)
-        content, calls = kept_fields(msg, frozen)
-        return Entry(
-            role,
-            content,
-            msg.get("name"),
-            calls,
-            raw_hash(msg),
-            call_ids(msg),
-            frozen,
-            msg_tokens(msg) if result.artifact_id or refused else tokens,
-            tokens,
-            result.artifact_id,
-            effect,
-            call_infos,
-            unstored=refused[0] if refused else None,
-        )
-
-    def _ingest_observation(self, s: Session, msg: Mapping[str, Any], put: Callable[[str], str]) -> Ingested:
-        """Reduce an observation as the shell tool's output it is; it stays a user message."""
-        as_tool = {
-            "role": "tool",
-            "tool_call_id": "",
-            "name": OBSERVATION_TOOL,
-            "content": msg.get("content"),
-        }
-        result = ingest_tool_result(
-            as_tool,
-            None,
-            state=s.state,
-            pipeline=self.pipeline,
-            put=put,
-            min_saved_chars=self._first_artifact_threshold(s),
-        )
-        return dataclasses.replace(result, message={**msg, "content": result.message.get("content")})
-
-    def _first_artifact_threshold(self, s: Session) -> int:
-        """Chars a reduction must save when it would be the session's first artifact after
-        its first call: `recall_artifact` then joins the tools, which come first, so the
-        whole cached prefix is sent again uncached. Worth it only when what the reduction
-        saves, on this call and (cached) on as many more calls as the session has had,
-        outweighs that re-prefill; else the output passes as it came (never above vanilla).
-        0 when the tool is there already, or joins on the first call."""
-        cfg = self.config
-        if (
-            s.calls_prepared == 0
-            or s.recallable
-            or cfg.recall_tool_from != "auto"
-            or not cfg.register_recall_tool
-        ):
-            return 0
-        prefix = s.system.tokens + s.tools_tokens + sum(e.tokens for e in s.entries)
-        p = Prices()
-        tokens = prefix * (p.miss - p.hit) / (p.miss + p.hit * s.calls_prepared)
-        return int(tokens * _CHARS_PER_TOKEN)
-
-    def _putter(self, s: Session, stored: list[str], refused: list[str]) -> Callable[[str], str]:
-        def put(text: str) -> str:
-            try:
-                aid = self.store.put(s.id, text)
-            except OSError:
-                refused.append(text)
-                raise
-            stored.append(aid)
-            return aid
-
-        return put
 
     # -- system prompt ----------------------------------------------------------
 
@@ -640,24 +373,8 @@ class TokenPilot:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         s = self.session(session_id)
-        stored: list[str] = []
-        put = self._putter(s, stored, [])
-        msg = {"role": "tool", "tool_call_id": "reduce", "content": text}
-        got = ingest_tool_result(
-            msg,
-            ToolCallInfo(str(tool_name), str(arguments)),
-            state=IngestState(),
-            pipeline=self.pipeline,
-            put=put,
-        )
-        content = got.message.get("content")
-        reduced = got.artifact_id is not None and isinstance(content, str)
-        if reduced:
-            with s.lock:
-                s.recallable = True
-        return ToolOutputReduction(
-            content if reduced else text, got.artifact_id if reduced else None, got.passes
-        )
+        content, aid, passes = self.history.reduce_output(s, text, str(tool_name), str(arguments))
+        return ToolOutputReduction(content, aid, passes)
 
     # -- recall ------------------------------------------------------------------
     def recall(
@@ -742,11 +459,3 @@ class TokenPilot:
         self.store.close_session(session_id)
         with self._lock:
             self._sessions.pop(session_id, None)
-
-
-def _aid_of(content: Any) -> str:
-    from ._canonical import artifact_id_for
-
-    return artifact_id_for(
-        content if isinstance(content, str) else canonical_json(content) if content is not None else ""
-    )
