@@ -33,11 +33,11 @@ from .ingest import (
 from .lifecycle import Lifecycle, LifecycleConfig
 from .limits import check_count, check_depth
 from .messages import check_tools, content_text, to_anthropic
-from .recall_args import recall_arguments
+from .recall_tool import answer_recall_call, recall_in_session, resolve_session
 from .render import break_cause, first_difference, render_history
 from .session import Session, msg_tokens
 from .session_state import load_session, session_to_dict
-from .stabilize import RECALL_TOOL_NAME, merge_tools, stabilize_text, values_block
+from .stabilize import merge_tools, stabilize_text, values_block
 from .store import Artifacts
 from .store_open import open_artifacts
 from .system_prompt import TAIL_TITLE, SystemPrompts
@@ -387,13 +387,8 @@ class TokenPilot:
         session_id: str | None = None,
     ) -> RecallResult:
         """The original behind an artifact id, scoped to the session; never raises for bad ids."""
-        sid = self._resolve_session(session_id)
-        result = self.store.recall(sid, artifact_id, start_line, end_line, pattern)
-        if result.found and sid in self._sessions:
-            s = self._sessions[sid]
-            with s.lock:
-                s.state.note_recall(result.artifact_id)
-        return result
+        sid = resolve_session(session_id, self._sessions)
+        return recall_in_session(self.store, self._sessions, sid, artifact_id, start_line, end_line, pattern)
 
     def execute_recall(
         self, arguments: str | bytes | Mapping[str, Any], *, session_id: str | None = None
@@ -404,21 +399,10 @@ class TokenPilot:
         that are not strings), the answer is a tool result saying what was wrong, never
         an exception.
         """
-        try:
-            aid, start, end, pattern = recall_arguments(arguments)
-        except ValueError as exc:
-            return f'[tokenpilot: invalid {RECALL_TOOL_NAME} arguments: {exc}. Expected {{"artifact_id": "art_…"}}]'
-        try:
-            return self.recall(aid, start, end, pattern, session_id=session_id).for_model()
-        except OSError as exc:  # the store's disk, not the model's arguments
-            return f"[tokenpilot: the artifact store could not be read ({exc}); try again later]"
-
-    def _resolve_session(self, session_id: str | None) -> str:
-        if session_id is not None:
-            return session_id
-        if len(self._sessions) == 1:
-            return next(iter(self._sessions))
-        raise ValueError("session_id is required when this TokenPilot serves several sessions")
+        return answer_recall_call(
+            arguments,
+            lambda aid, start, end, pattern: self.recall(aid, start, end, pattern, session_id=session_id),
+        )
 
     # -- persistence -------------------------------------------------------------
 
