@@ -56,7 +56,7 @@ from .errors import ConfigError
 from .estimator import Estimator, OfflineEstimator, TurnRecord, build_view, turn_record
 from .evict import Segment
 from .lifecycle_config import LifecycleConfig
-from .lifecycle_plan import GATE_DECISIONS_KEPT, Planner, RenderPlan, Result
+from .lifecycle_plan import GATE_DECISIONS_KEPT, Batch, Planner, RenderPlan, Result
 from .registry import TaskRegistry
 from .turns import TurnSegmenter
 
@@ -352,7 +352,7 @@ class Lifecycle:
                 self._plan.follow_rewrite(messages)
             if self._ready:
                 ready, self._ready = self._ready, []
-                self._plan.apply(messages, ready, self.registry, self._calls, self.head_refill_tokens)
+                self._plan.apply(messages, Batch(ready, self.registry, self._calls, self.head_refill_tokens))
             return self._plan.render_plan()
 
     @property

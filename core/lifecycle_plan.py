@@ -68,6 +68,17 @@ class Result:
     keep_from: int  # messages from here on (the run's batch and later) stay
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What the lifecycle hands the plan at a view: the finished results, the registry
+    that judges them, and what the cost gate weighs."""
+
+    results: Sequence[Result]
+    registry: TaskRegistry
+    calls: int  # calls so far: the gate expects a share of them to remain
+    head_refill_tokens: int | None  # tokens ahead of the history an eviction re-sends too
+
+
 class Planner:
     """The cumulative plan (segments evicted, indices dropped, stubs) and what changes it.
     Not locked: its lifecycle holds its lock around every call."""
@@ -166,32 +177,19 @@ class Planner:
             return seg
         return Segment(start, end, seg.turn_ids, seg.task_ids, seg.artifact_id, seg.stub, seg.reasons)
 
-    def apply(
-        self,
-        messages: Sequence[Message],
-        results: Sequence[Result],
-        registry: TaskRegistry,
-        calls: int,
-        head_refill_tokens: int | None,
-    ) -> None:
+    def apply(self, messages: Sequence[Message], batch: Batch) -> None:
+        """Apply finished estimator results in one pass (see the module's docstring)."""
         version = self.version
-        revived = self._apply_results(messages, results, registry, calls, head_refill_tokens)
+        revived = self._apply_results(messages, batch)
         if revived is not None and self.version == version:  # shown again, nothing new evicted
             self.version += 1
             self.stats["prefix_breaks"] += 1
 
-    def _apply_results(
-        self,
-        messages: Sequence[Message],
-        results: Sequence[Result],
-        registry: TaskRegistry,
-        calls: int,
-        head_refill_tokens: int | None,
-    ) -> int | None:
+    def _apply_results(self, messages: Sequence[Message], batch: Batch) -> int | None:
         """Apply the finished estimator results; where segments were shown again, if any."""
         keep_from = len(messages)
-        for res in results:
-            report = registry.apply(res.delta)
+        for res in batch.results:
+            report = batch.registry.apply(res.delta)
             self.stats["parts_rejected"] += len(report.rejected)
             if report.dropped:
                 self.stats["deltas_rejected"] += 1
@@ -210,7 +208,7 @@ class Planner:
             return plan_eviction(
                 messages,
                 turns,
-                registry,
+                batch.registry,
                 stub=self.config.stub,
                 archive=archive,
                 keep_from=keep_from,
@@ -225,7 +223,7 @@ class Planner:
         if not plan.segments:
             return revived
         if self.config.cost_gate:
-            decision, cut = self._best_cut(messages, plan, calls, head_refill_tokens)
+            decision, cut = self._best_cut(messages, plan, batch)
             remember_decision(self.stats["gate_decisions"], decision.to_dict())
             if not decision.evict and revived is None:
                 log.info("tokenpilot: eviction deferred by the cost gate: %s", decision.reason)
@@ -318,18 +316,12 @@ class Planner:
             total += sum(n for k, n in zip(range(t.start, t.end), counts) if k not in self.drop)
         return total + sum(message_tokens(m) for ms in self.stubs.values() for m in ms)
 
-    def _best_cut(
-        self,
-        messages: Sequence[Message],
-        plan: EvictionPlan,
-        calls_so_far: int,
-        head_refill_tokens: int | None,
-    ) -> tuple[Any, int]:
+    def _best_cut(self, messages: Sequence[Message], plan: EvictionPlan, batch: Batch) -> tuple[Any, int]:
         """The cost gate over every possible cut: evicting only the segments from a
         later start on re-prefills less. Returns the decision with the largest net
         saving (or, when none pays, the one for the whole plan) and its cut."""
         calls = expected_remaining_calls(
-            calls_so_far, self.config.expected_calls_min, self.config.expected_calls_ratio
+            batch.calls, self.config.expected_calls_min, self.config.expected_calls_ratio
         )
         best: tuple[float, Any, int] | None = None
         first = None
@@ -346,8 +338,8 @@ class Planner:
                 {i - cut: m for i, m in stubs.items() if i >= cut},
             )
             refill = sum(message_tokens(m) for m in after)
-            if head_refill_tokens is not None:  # the tools change: everything is sent again
-                refill += head_refill_tokens + sum(
+            if batch.head_refill_tokens is not None:  # the tools change: everything is sent again
+                refill += batch.head_refill_tokens + sum(
                     message_tokens(messages[i]) for i in range(cut) if i not in self.drop
                 )
             # The floor is for segment rules (a small retired bundle is the likeliest to be
