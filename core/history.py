@@ -12,10 +12,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._canonical import canonical_json
+from ._canonical import canonical_json, sha256_hex
 from .config import BULKY_TOOL_FAMILIES, Config
 from .errors import MessageError
-from .fingerprint import same, same_calls
+from .fingerprint import keep, keep_calls, same, same_calls
 from .ingest import (
     Ingested,
     IngestState,
@@ -31,7 +31,7 @@ from .messages import check_message
 from .observations import OBSERVATION_TOOL, is_observation
 from .passes.truncate import tool_family
 from .pricing import Prices
-from .session import Entry, Session, call_ids, hashable, kept_fields, msg_tokens, raw_hash, sig_calls
+from .session import Entry, Session, msg_tokens
 from .stabilize import tool_name
 from .store import Artifacts
 from .unstored import store_reason, unstored_form
@@ -351,3 +351,51 @@ def aid_of(content: Any) -> str:
     return artifact_id_for(
         content if isinstance(content, str) else canonical_json(content) if content is not None else ""
     )
+
+
+# How a history message is recognised at the next call.
+def sig_calls(msg: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """(name, arguments) of each tool call, to recognise the message again; a malformed
+    `tool_calls` (lenient mode passes it through) is kept as it is, for comparison."""
+    calls = msg.get("tool_calls")
+    if not calls:
+        return None
+    if not isinstance(calls, list | tuple):
+        return (("?", calls),)
+    out = []
+    for c in calls:
+        fn = c.get("function") if isinstance(c, Mapping) else None
+        out.append((fn.get("name"), fn.get("arguments")) if isinstance(fn, Mapping) else ("?", c))
+    return tuple(out)
+
+
+def call_ids(msg: Mapping[str, Any]) -> Any:
+    """The tool-call id(s) a message carries: a string, a tuple (None where one is not a
+    string), or None. Always hashable: render keys are built from them."""
+    if msg.get("role") == "tool":
+        tid = msg.get("tool_call_id")
+        return tid if isinstance(tid, str) else None
+    calls = msg.get("tool_calls")
+    if not calls or not isinstance(calls, list | tuple):
+        return None
+    return tuple(
+        c.get("id") if isinstance(c, Mapping) and isinstance(c.get("id"), str) else None for c in calls
+    )
+
+
+def raw_hash(msg: Mapping[str, Any]) -> str:
+    return sha256_hex(canonical_json([msg.get("role"), msg.get("content"), msg.get("name"), sig_calls(msg)]))
+
+
+def hashable(msg: Mapping[str, Any]) -> bool:
+    try:
+        raw_hash(msg)
+        return True
+    except (TypeError, ValueError):  # not JSON: int and str keys mixed, bytes, sets...
+        return False
+
+
+def kept_fields(msg: Mapping[str, Any], frozen: Any) -> tuple[Any, Any]:
+    """(content, calls) of `msg` as an entry keeps them to recognise it (`fingerprint.keep`)."""
+    fcontent = frozen.get("content") if isinstance(frozen, Mapping) else None
+    return keep(msg.get("content"), fcontent), keep_calls(sig_calls(msg), frozen)

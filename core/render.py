@@ -12,7 +12,8 @@ from typing import Any
 
 from ._canonical import canonical_json, sha256_hex
 from .config import Config
-from .session import Entry, Session, call_ids
+from .history import call_ids
+from .session import Entry, Session
 
 log = logging.getLogger("tokenpilot")
 

@@ -1,6 +1,7 @@
 """What TokenPilot keeps of one conversation (`Session`): its history entries, each
-with what recognises its message at the next call and the frozen form rendered in its
-place; the system prompt's state; the tools; the render keys of the last call.
+with what recognises its message at the next call (see `history`) and the frozen form
+rendered in its place; the system prompt's state; the tools; the render keys of the
+last call; and how a message's tokens are counted in the stats.
 
 The state lives here; what changes it lives beside: `history` (ingestion, matching),
 `system_prompt`, `render`, and `session_state` (export and import).
@@ -13,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._canonical import canonical_json, sha256_hex
-from .fingerprint import keep, keep_calls
+from ._canonical import canonical_json
 from .ingest import IngestState, ToolCallInfo
 from .messages import content_text
 from .stabilize import Stabilized
@@ -81,53 +81,6 @@ class Session:
         self.calls_prepared = 0
         self.lifecycle: Any = None
         self.recallable = False  # something was stored or evicted: recall_artifact is listed
-
-
-def sig_calls(msg: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """(name, arguments) of each tool call, to recognise the message again; a malformed
-    `tool_calls` (lenient mode passes it through) is kept as it is, for comparison."""
-    calls = msg.get("tool_calls")
-    if not calls:
-        return None
-    if not isinstance(calls, list | tuple):
-        return (("?", calls),)
-    out = []
-    for c in calls:
-        fn = c.get("function") if isinstance(c, Mapping) else None
-        out.append((fn.get("name"), fn.get("arguments")) if isinstance(fn, Mapping) else ("?", c))
-    return tuple(out)
-
-
-def call_ids(msg: Mapping[str, Any]) -> Any:
-    """The tool-call id(s) a message carries: a string, a tuple (None where one is not a
-    string), or None. Always hashable: render keys are built from them."""
-    if msg.get("role") == "tool":
-        tid = msg.get("tool_call_id")
-        return tid if isinstance(tid, str) else None
-    calls = msg.get("tool_calls")
-    if not calls or not isinstance(calls, list | tuple):
-        return None
-    return tuple(
-        c.get("id") if isinstance(c, Mapping) and isinstance(c.get("id"), str) else None for c in calls
-    )
-
-
-def raw_hash(msg: Mapping[str, Any]) -> str:
-    return sha256_hex(canonical_json([msg.get("role"), msg.get("content"), msg.get("name"), sig_calls(msg)]))
-
-
-def hashable(msg: Mapping[str, Any]) -> bool:
-    try:
-        raw_hash(msg)
-        return True
-    except (TypeError, ValueError):  # not JSON: int and str keys mixed, bytes, sets...
-        return False
-
-
-def kept_fields(msg: Mapping[str, Any], frozen: Any) -> tuple[Any, Any]:
-    """(content, calls) of `msg` as an entry keeps them to recognise it (`fingerprint.keep`)."""
-    fcontent = frozen.get("content") if isinstance(frozen, Mapping) else None
-    return keep(msg.get("content"), fcontent), keep_calls(sig_calls(msg), frozen)
 
 
 def msg_tokens(msg: Any) -> int:
