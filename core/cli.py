@@ -52,7 +52,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .measure.bench.methods import ablation_methods, method_names, peer_names
 
     if getattr(args, "live", None) or getattr(args, "local", False):
-        from .measure.bench.live import cmd_live
+        from .measure.bench.live_cli import cmd_live
 
         return cmd_live(args, console)
     if args.calibrate:

@@ -2,6 +2,9 @@
 
 The facade calls `observe(history)` on every render with the whole managed
 history, and `view(history)` to learn what to drop and which stubs to insert.
+This module is the schedule (when the estimator runs, on which thread, who holds
+the job) and the saved state; the plan it hands results to is `lifecycle_plan.py`,
+the settings `lifecycle_config.py`.
 
 - Every `batch_turns` completed turns, `observe` starts the estimator on the turns
   it has not seen: inline (deterministic replays) or on a background thread (one
@@ -23,7 +26,7 @@ history, and `view(history)` to learn what to drop and which stubs to insert.
   session came back to the file; a stub would cost a recall on every mention.
 - A history the caller rewrote (its compaction, a condenser) is the new base:
   segments whose turns are still there stay evicted at their new place, the rest
-  are forgotten; nothing is shown again (`_check_segments`).
+  are forgotten; nothing is shown again (`Planner.follow_rewrite`).
 - A failing estimator changes nothing; its turns are offered again with the next
   batch (not sooner, so a broken endpoint is not called on every turn).
 - One truth for a fleet: everything the schedule and the gate decide from (the calls
@@ -46,162 +49,22 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
-from ._canonical import artifact_id_for
 from .errors import ConfigError
 from .estimator import Estimator, OfflineEstimator, TurnRecord, build_view, turn_record
-from .evict import (
-    EXPECTED_CALLS_RATIO,
-    EvictionPlan,
-    Prices,
-    Segment,
-    assistant_index,
-    expected_remaining_calls,
-    plan_eviction,
-    render,
-    should_evict,
-)
+from .evict import Segment
+from .lifecycle_config import LifecycleConfig
+from .lifecycle_plan import GATE_DECISIONS_KEPT, Batch, Planner, RenderPlan, Result
 from .registry import TaskRegistry
-from .segments import (
-    BundleRecord,
-    SegmentRules,
-    WindowRule,
-    bundle_record,
-    evictable_bundles,
-    last_uses,
-    named_in_words,
-    rule_of,
-    window_bundles,
-)
-from .tokens import message_tokens
-from .turns import Turn, TurnSegmenter
+from .turns import TurnSegmenter
+
+__all__ = ["GATE_DECISIONS_KEPT", "Lifecycle", "LifecycleConfig", "RenderPlan"]
 
 log = logging.getLogger("tokenpilot")
 
 Message = Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class LifecycleConfig:
-    """Eviction settings. `batch_turns=None` turns eviction off entirely.
-
-    `schedule`: "inline" runs the estimator inside `observe` (deterministic replays),
-    "background" on a worker thread, "manual" leaves it to the host (`due`,
-    `run_pending`), e.g. a LangGraph node beside the agent node.
-    `expected_calls_min`: floor of the gate's expected remaining calls (which is
-    otherwise `expected_calls_ratio` times the calls so far). `max_view_turns`: at most this many new
-    turns go to one estimator run (older unseen ones stay unowned, hence kept).
-    """
-
-    batch_turns: int | None = 3
-    stub: bool = True
-    cost_gate: bool = True
-    schedule: Literal["inline", "background", "manual"] = "background"
-    prices: Prices = field(default_factory=Prices)
-    expected_calls_min: int = 3
-    expected_calls_ratio: float = EXPECTED_CALLS_RATIO
-    min_evict_tokens: int = 5000
-    """The gate never breaks the cache for this many evicted tokens or fewer."""
-    max_view_turns: int = 24
-    segments: SegmentRules | None = field(default_factory=SegmentRules)
-    """Segment-level rules (see `segments.py`): tool bundles inside a live task that
-    may go. None: only whole tasks are evicted, as in the paper."""
-    cache_profile: str = "openai"
-    """Provider cache the gate prices a re-prefill for: a cache write costs the
-    profile's multiple of an uncached token (Anthropic 1.25x, OpenAI 1x)."""
-    window: WindowRule | None = field(default_factory=WindowRule)
-    """The window rule (see `segments.WindowRule`): once the rendered history passes
-    `trigger_tokens`, every tool bundle but the last `keep_calls` calls' goes in one cut,
-    gated like the rest, and the next cut waits for the trigger again. None: off."""
-    job_lease_s: float = 120.0
-    """How long a background estimator job claimed by one process (a replica) keeps other
-    processes sharing the session state from running that batch themselves. Past it, the
-    owner is taken for dead and the batch's turns are offered again. Longer than an LLM
-    estimator's call with its repair retry (2 x 30 s by default)."""
-
-    def __post_init__(self) -> None:
-        if self.batch_turns is not None and (
-            not isinstance(self.batch_turns, int)
-            or isinstance(self.batch_turns, bool)
-            or self.batch_turns < 1
-        ):
-            raise ConfigError(f"batch_turns must be a positive integer or None, not {self.batch_turns!r}")
-        if self.schedule not in ("inline", "background", "manual"):
-            raise ConfigError(f"schedule must be 'inline' or 'background', not {self.schedule!r}")
-        if not 0 < self.expected_calls_ratio <= 10:
-            raise ConfigError("expected_calls_ratio must be in (0, 10]")
-        if self.expected_calls_min < 1 or self.max_view_turns < 1:
-            raise ConfigError("expected_calls_min and max_view_turns must be >= 1")
-        if self.prices.miss < self.prices.hit or self.prices.hit < 0:
-            raise ConfigError("prices need 0 <= hit <= miss")
-        if not self.job_lease_s > 0:
-            raise ConfigError("job_lease_s must be positive")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "batch_turns": self.batch_turns,
-            "stub": self.stub,
-            "cost_gate": self.cost_gate,
-            "schedule": self.schedule,
-            "prices": {
-                "hit": self.prices.hit,
-                "miss": self.prices.miss,
-                "output": self.prices.output,
-                "write": self.prices.write,
-            },
-            "expected_calls_min": self.expected_calls_min,
-            "expected_calls_ratio": self.expected_calls_ratio,
-            "min_evict_tokens": self.min_evict_tokens,
-            "max_view_turns": self.max_view_turns,
-            "segments": self.segments.to_dict() if self.segments is not None else None,
-            "cache_profile": self.cache_profile,
-            "window": self.window.to_dict() if self.window is not None else None,
-            "job_lease_s": self.job_lease_s,
-        }
-
-    @classmethod
-    def for_profile(cls, profile: str, **overrides: Any) -> LifecycleConfig:
-        """Defaults for a provider's cache economics: the cost gate prices a re-prefill as
-        the profile does (OpenAI: 1x, cached in 128-token steps; Anthropic: a cache write
-        at 1.25x). The batch stays 3 turns on both: with the gate expecting a fifth of the
-        calls so far to remain, B = 3 beat B = 5 on Anthropic too (Claude Code 0.847x vs
-        0.857x, mini-swe-agent 0.873x vs 0.875x, the built-in workload 0.562x vs 0.682x);
-        B = 5 won there only under the old, more eager gate."""
-        return cls(**{"cache_profile": profile, **overrides})
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LifecycleConfig:
-        d = dict(d)
-        if "prices" in d:
-            d["prices"] = Prices(**d["prices"])
-        if "segments" in d:
-            d["segments"] = SegmentRules.from_dict(d["segments"]) if d["segments"] is not None else None
-        if d.get("window") is not None:
-            d["window"] = WindowRule.from_dict(d["window"])
-        return cls(**d)
-
-
-@dataclass(frozen=True, slots=True)
-class RenderPlan:
-    """What to show the model: drop these indices of the managed history and put
-    `stubs[i]` (a tuple of messages, today always one) where index i was.
-    `version` counts plan changes, i.e. prefix breaks caused by eviction."""
-
-    drop: frozenset[int] = frozenset()
-    stubs: Mapping[int, tuple[dict[str, Any], ...]] = field(default_factory=dict)
-    version: int = 0
-
-    def apply(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
-        return render(messages, self.drop, self.stubs)
-
-
-@dataclass(slots=True)
-class _Result:
-    delta: dict[str, Any]
-    upto: int  # turns [0, upto) were covered by the run
-    keep_from: int  # messages from here on (the run's batch and later) stay
 
 
 @dataclass(slots=True)
@@ -267,22 +130,16 @@ class Lifecycle:
         self.estimator: Estimator = estimator if estimator is not None else OfflineEstimator()
         self.archive = archive
         self.registry = TaskRegistry()
-        self.stats: dict[str, Any] = _new_stats()
         self._lock = threading.RLock()
         self._segmenter = TurnSegmenter()
+        self._plan = Planner(self.config, archive, _new_stats(), self._segmenter)
         self._records: dict[tuple[str, int], TurnRecord] = {}
-        self._bundles: dict[tuple[str, int, int], BundleRecord] = {}
-        self._turn_tokens: dict[tuple[str, int, int], tuple[int, ...]] = {}  # per message of the turn
         self._trigger_mark = 0  # complete turns when the last run started
         self._mark_turn: str | None = None  # id of the last of them, to notice a rewritten history
         self._covered = 0  # complete turns that a successful run has seen
         self._calls = 0
-        self._ready: list[_Result] = []
+        self._ready: list[Result] = []
         self._inflight: Future[Any] | None = None
-        self._segments: list[Segment] = []
-        self._drop: set[int] = set()
-        self._stubs: dict[int, tuple[dict[str, Any], ...]] = {}
-        self._plan_version = 0
         self._generation = 0  # bumped by load_dict: results of older runs are dropped
         self._pending: tuple[Any, _Job, int] | None = None  # schedule "manual": the job to run
         self._job: _Job | None = None  # the background job claimed in the state, until delivered
@@ -295,6 +152,15 @@ class Lifecycle:
         # prompt and tools, when evicting adds `recall_artifact` to the tools, which come
         # first); None when an eviction re-sends only what follows its cut. Set by the pilot.
         self.head_refill_tokens: int | None = None
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Counters of runs, results, evictions and the gate's latest decisions."""
+        return self._plan.stats
+
+    @stats.setter
+    def stats(self, value: dict[str, Any]) -> None:
+        self._plan.stats = value
 
     # -- observing -----------------------------------------------------------
     def observe(self, messages: Sequence[Message]) -> None:
@@ -332,7 +198,7 @@ class Lifecycle:
             first = max(self._covered, n - self.config.max_view_turns)
             new = [records[t.turn_id] for t in turns[first:n]]
             self.registry.note_turns(t.turn_id for t in turns[:n])
-            gone = {t for seg in self._segments for t in seg.task_ids}
+            gone = {t for seg in self._plan.segments for t in seg.task_ids}
             view = build_view(self.registry, new, records, gone)
             # This batch (turns since the last trigger) and everything after it stay
             # in view when the result is applied: a task that just finished gets a
@@ -433,7 +299,7 @@ class Lifecycle:
                 self.stats["estimator_failures"] += 1
                 return
             self._covered = max(self._covered, job.upto)
-            self._ready.append(_Result(delta, job.upto, job.keep_from))
+            self._ready.append(Result(delta, job.upto, job.keep_from))
 
     @property
     def busy(self) -> bool:
@@ -482,266 +348,17 @@ class Lifecycle:
     def view(self, messages: Sequence[Message]) -> RenderPlan:
         """The current plan; first applies any finished estimator result (in one pass)."""
         with self._lock:
-            if self._segments:
-                self._check_segments(messages)
+            if self._plan.segments:
+                self._plan.follow_rewrite(messages)
             if self._ready:
-                self._apply_ready(messages)
-            return RenderPlan(frozenset(self._drop), dict(self._stubs), self._plan_version)
-
-    def _check_segments(self, messages: Sequence[Message]) -> None:
-        """Follow a history the caller rewrote (its own compaction, a condenser, elided
-        observations): the new history is the new base. A segment whose turns are all
-        still there, in a row, stays evicted at their new place (turn ids are content
-        digests); one whose turns the caller removed or changed is forgotten (there is
-        nothing left to evict). Nothing evicted is shown again; logged at INFO only."""
-        turns = self._segmenter.update(messages)
-        if all(self._in_place(seg, messages, turns) for seg in self._segments):
-            return
-        index = {t.turn_id: k for k, t in enumerate(turns)}
-        kept: list[Segment] = []
-        taken: set[int] = set()
-        for seg in self._segments:
-            moved = self._relocate(seg, messages, turns, index)
-            if moved is None or taken.intersection(range(moved.start, moved.end)):
-                continue
-            taken.update(range(moved.start, moved.end))
-            kept.append(moved)
-        gone = len(self._segments) - len(kept)
-        self.stats["history_rewrites"] += 1
-        self.stats["segments_remapped"] += len(kept)
-        self.stats["segments_invalidated"] += gone
-        log.info(
-            "tokenpilot: history rewritten by the caller; %d evicted segment(s) kept at their new place, "
-            "%d gone with the rewrite",
-            len(kept),
-            gone,
-        )
-        self._segments = kept
-        self._drop = {i for s in kept for i in range(s.start, s.end)}
-        self._stubs = {s.start: (s.stub,) for s in kept if s.stub is not None}
-        self._plan_version += 1
-
-    @staticmethod
-    def _in_place(seg: Segment, messages: Sequence[Message], turns: Sequence[Turn]) -> bool:
-        starts = {}
-        for t in turns:
-            starts[t.start] = t
-            starts.setdefault(assistant_index(messages, t), t)  # a bundle evicted without its opener
-        at = seg.start
-        for tid in seg.turn_ids:
-            turn = starts.get(at)
-            if turn is None or turn.turn_id != tid:
-                return False
-            at = turn.end
-        return at == seg.end
-
-    @staticmethod
-    def _relocate(
-        seg: Segment, messages: Sequence[Message], turns: Sequence[Turn], index: Mapping[str, int]
-    ) -> Segment | None:
-        """The segment at its turns' place in the rewritten history, or None when they are
-        not all there in a row (complete: a cut inside a tool group would orphan calls)."""
-        first = index.get(seg.turn_ids[0]) if seg.turn_ids else None
-        if first is None or first + len(seg.turn_ids) > len(turns):
-            return None
-        run = turns[first : first + len(seg.turn_ids)]
-        if [t.turn_id for t in run] != list(seg.turn_ids) or not all(t.complete for t in run):
-            return None
-        # A bundle retired by a rule went without its opener (the user's words stay).
-        start = assistant_index(messages, run[0]) if seg.reasons else run[0].start
-        end = run[-1].end
-        if start == seg.start and end == seg.end:
-            return seg
-        return Segment(start, end, seg.turn_ids, seg.task_ids, seg.artifact_id, seg.stub, seg.reasons)
-
-    def _apply_ready(self, messages: Sequence[Message]) -> None:
-        version = self._plan_version
-        revived = self._apply_results(messages)
-        if revived is not None and self._plan_version == version:  # shown again, nothing new evicted
-            self._plan_version += 1
-            self.stats["prefix_breaks"] += 1
-
-    def _apply_results(self, messages: Sequence[Message]) -> int | None:
-        """Apply the finished estimator results; where segments were shown again, if any."""
-        keep_from = len(messages)
-        for res in self._ready:
-            report = self.registry.apply(res.delta)
-            self.stats["parts_rejected"] += len(report.rejected)
-            if report.dropped:
-                self.stats["deltas_rejected"] += 1
-            else:
-                self.stats["deltas_applied"] += 1
-            keep_from = min(res.keep_from, len(messages))
-        self._ready.clear()
-        turns = self._segmenter.update(messages)
-        named = self._named_turns(messages, turns)
-        revived = self._revive(named, turns)
-        bundles = self._retired_bundles(messages, turns)
-        window = self._window_bundles(messages, turns)
-        if window:  # one pass with the rules; a rule's reason is the more precise
-            bundles = {**window, **bundles}
-
-        def plan_with(archive: Callable[[str], str], from_index: int = 0) -> EvictionPlan:
-            return plan_eviction(
-                messages,
-                turns,
-                self.registry,
-                stub=self.config.stub,
-                archive=archive,
-                keep_from=keep_from,
-                already_evicted=self._drop,
-                bundles=bundles,
-                from_index=from_index,
-                protected=named,
-            )
-
-        # Plan with content ids first; archive for real only what the gate lets through.
-        plan = plan_with(artifact_id_for if self.config.cost_gate else self.archive)
-        if not plan.segments:
-            return revived
-        if self.config.cost_gate:
-            decision, cut = self._best_cut(messages, plan)
-            _remember(self.stats["gate_decisions"], decision.to_dict())
-            if not decision.evict and revived is None:
-                log.info("tokenpilot: eviction deferred by the cost gate: %s", decision.reason)
-                return revived
-            # A revival breaks the cache from its segment on anyway: what the gate deferred
-            # after that point goes in the same pass, for free.
-            plan = plan_with(self.archive, cut if decision.evict else revived or 0)
-            if not plan.segments:
-                return revived
-        gross = sum(message_tokens(messages[i]) for i in plan.evicted)
-        self._drop = self._drop | set(plan.evicted)
-        self._stubs = {**self._stubs, **plan.stubs}
-        self._segments.extend(plan.segments)
-        self._plan_version += 1
-        self.stats["evictions"] += len(plan.segments)
-        self.stats["turns_evicted"] += sum(len(s.turn_ids) for s in plan.segments)
-        self.stats["prefix_breaks"] += 1
-        self.stats["tokens_evicted"] += gross
-        for seg in plan.segments:
-            self.stats["bundles_evicted"] += len(seg.reasons)
-            for reason in seg.reasons:
-                rule = rule_of(reason)
-                self.stats["bundle_reasons"][rule] = self.stats["bundle_reasons"].get(rule, 0) + 1
-        return revived
-
-    def _named_turns(self, messages: Sequence[Message], turns: Sequence[Turn]) -> set[int]:
-        """Turn indices whose file later words name (`segments.named_in_words`); they stay."""
-        return named_in_words(self._bundle_records(messages, turns))
-
-    def _revive(self, named: set[int], turns: Sequence[Turn]) -> int | None:
-        """Show again the evicted tasks holding a turn later words name (I6): the file's
-        content was the task's material and the session has come back to it. At a batch
-        boundary, in the same pass as this batch's evictions (one cache break). Bundles a
-        segment rule retired judge later use themselves (the window's `keep_used_turns`,
-        the stale rule's last use): in a coding session the agent names most files it
-        read, and keeping each one until it is read again costs more than it saves."""
-        ids = {turns[t].turn_id for t in named if t < len(turns)}
-        back = [seg for seg in self._segments if not seg.reasons and ids.intersection(seg.turn_ids)]
-        if not back:
-            return None
-        self._segments = [seg for seg in self._segments if seg not in back]
-        self._drop = {i for s in self._segments for i in range(s.start, s.end)}
-        self._stubs = {s.start: (s.stub,) for s in self._segments if s.stub is not None}
-        self.stats["segments_revived"] += len(back)
-        log.info("tokenpilot: %d evicted segment(s) shown again: later words name their files", len(back))
-        return min(seg.start for seg in back)
-
-    def _retired_bundles(self, messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, str]:
-        """Turn index -> reason, for tool bundles a segment rule retires now."""
-        rules = self.config.segments
-        if rules is None or not rules.enabled:
-            return {}
-        return evictable_bundles(self._bundle_records(messages, turns), rules)
-
-    def _bundle_records(self, messages: Sequence[Message], turns: Sequence[Turn]) -> list[BundleRecord]:
-        """Each turn as the segment rules see it (memoised per turn)."""
-        records = []
-        for t in turns:
-            key = (t.turn_id, t.start, t.end)
-            rec = self._bundles.get(key)
-            if rec is None:
-                rec = self._bundles[key] = bundle_record(messages, t)
-            records.append(rec)
-        return records
-
-    def _window_bundles(self, messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, str]:
-        """Turn index -> reason, for the turns the window rule evicts now."""
-        rule = self.config.window
-        if rule is None or len(turns) <= rule.keep_calls:
-            return {}
-        rendered = self._rendered_tokens(messages, turns)
-        if rendered <= rule.trigger_tokens:
-            return {}
-        calls = [r.has_calls for r in self._bundle_records(messages, turns)]  # text actions too
-        used = rule.keep_used_turns is not None
-        last_use = last_uses(self._bundle_records(messages, turns)) if used else None
-        return window_bundles(calls, rule, rendered, last_use)
-
-    def _rendered_tokens(self, messages: Sequence[Message], turns: Sequence[Turn]) -> int:
-        """Tokens of the history as the current plan renders it (memoised per turn)."""
-        first = turns[0].start if turns else len(messages)
-        total = sum(message_tokens(messages[k]) for k in range(first) if k not in self._drop)
-        for t in turns:
-            key = (t.turn_id, t.start, t.end)
-            counts = self._turn_tokens.get(key)
-            if counts is None:
-                counts = tuple(message_tokens(messages[k]) for k in range(t.start, t.end))
-                if t.complete:
-                    self._turn_tokens[key] = counts
-            total += sum(n for k, n in zip(range(t.start, t.end), counts) if k not in self._drop)
-        return total + sum(message_tokens(m) for ms in self._stubs.values() for m in ms)
-
-    def _best_cut(self, messages: Sequence[Message], plan: EvictionPlan) -> tuple[Any, int]:
-        """The cost gate over every possible cut: evicting only the segments from a
-        later start on re-prefills less. Returns the decision with the largest net
-        saving (or, when none pays, the one for the whole plan) and its cut."""
-        calls = expected_remaining_calls(
-            self._calls, self.config.expected_calls_min, self.config.expected_calls_ratio
-        )
-        best: tuple[float, Any, int] | None = None
-        first = None
-        for cut in sorted({s.start for s in plan.segments}):
-            segs = [s for s in plan.segments if s.start >= cut]
-            evicted = {i for s in segs for i in range(s.start, s.end)}
-            gross = sum(message_tokens(messages[i]) for i in evicted)
-            stub_tokens = sum(message_tokens(s.stub) for s in segs if s.stub)
-            drop = self._drop | evicted
-            stubs = {**self._stubs, **{s.start: (s.stub,) for s in segs if s.stub is not None}}
-            after = render(
-                messages[cut:],
-                {i - cut for i in drop if i >= cut},
-                {i - cut: m for i, m in stubs.items() if i >= cut},
-            )
-            refill = sum(message_tokens(m) for m in after)
-            if self.head_refill_tokens is not None:  # the tools change: everything is sent again
-                refill += self.head_refill_tokens + sum(
-                    message_tokens(messages[i]) for i in range(cut) if i not in self._drop
-                )
-            # The floor is for segment rules (a small retired bundle is the likeliest to be
-            # needed back); a finished task nothing names goes on the gate's economics alone.
-            whole_tasks = all(not s.reasons for s in segs)
-            decision = should_evict(
-                gross - stub_tokens,
-                refill,
-                calls,
-                self.config.prices,
-                self.config.cache_profile,
-                0 if whole_tasks else self.config.min_evict_tokens,
-            )
-            if first is None:
-                first = (decision, cut)
-            net = decision.saving_usd - decision.cost_usd
-            if decision.evict and (best is None or net > best[0]):
-                best = (net, decision, cut)
-        assert first is not None
-        return (best[1], best[2]) if best is not None else first
+                ready, self._ready = self._ready, []
+                self._plan.apply(messages, Batch(ready, self.registry, self._calls, self.head_refill_tokens))
+            return self._plan.render_plan()
 
     @property
     def segments(self) -> list[Segment]:
         with self._lock:
-            return list(self._segments)
+            return list(self._plan.segments)
 
     # -- persistence ---------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -759,8 +376,8 @@ class Lifecycle:
                 "job": self._job.to_dict() if self._job is not None else None,
                 "calls": self._calls,
                 "ready": [{"delta": r.delta, "upto": r.upto, "keepFrom": r.keep_from} for r in self._ready],
-                "segments": [s.to_dict() for s in self._segments],
-                "planVersion": self._plan_version,
+                "segments": [s.to_dict() for s in self._plan.segments],
+                "planVersion": self._plan.version,
                 "stats": {**self.stats, "gate_decisions": list(self.stats["gate_decisions"])},
             }
 
@@ -772,18 +389,15 @@ class Lifecycle:
         with self._lock:
             self._generation += 1
             self.registry = registry
-            self._segmenter = TurnSegmenter()
+            self._segmenter = self._plan.segmenter = TurnSegmenter()
             self._records.clear()
             self._trigger_mark = int(d["triggerMark"])
             self._mark_turn = d.get("markTurn")
             self._covered = int(d["covered"])
             self._calls = int(d["calls"])
-            self._ready = [_Result(dict(r["delta"]), int(r["upto"]), int(r["keepFrom"])) for r in d["ready"]]
+            self._ready = [Result(dict(r["delta"]), int(r["upto"]), int(r["keepFrom"])) for r in d["ready"]]
             self._job = _Job.from_dict(d["job"]) if d.get("job") else None
-            self._segments = segments
-            self._drop = {i for s in segments for i in range(s.start, s.end)}
-            self._stubs = {s.start: (s.stub,) for s in segments if s.stub is not None}
-            self._plan_version = int(d["planVersion"])
+            self._plan.load(segments, int(d["planVersion"]))
             self.stats = {**_new_stats(), **dict(d["stats"])}
             self.stats["gate_decisions"] = list(self.stats["gate_decisions"])
 
@@ -799,13 +413,3 @@ class Lifecycle:
         lc = cls(config or LifecycleConfig.from_dict(d["config"]), estimator, archive)
         lc.load_dict(d)
         return lc
-
-
-GATE_DECISIONS_KEPT = 32
-"""The cost gate's latest decisions kept in the stats (and the saved state): enough to
-explain the recent evictions, bounded so a long session's state does not grow with it."""
-
-
-def _remember(decisions: list[dict[str, Any]], decision: dict[str, Any]) -> None:
-    decisions.append(decision)
-    del decisions[:-GATE_DECISIONS_KEPT]

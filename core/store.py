@@ -5,6 +5,9 @@ one JSON file per session; embedded, one process) and `RedisStore` (`store_redis
 Redis shared by any number of proxy replicas). `TokenPilot` needs only the artifact half
 (`Artifacts`, which a bare `ArtifactStore` satisfies); the proxy uses all of `Store`.
 
+The protocol names no backend: `store_open` picks one from a spec (an object, a
+directory, a `redis://` URL).
+
 A backend with `shared = True` can be written by other processes at any time: its user
 must take `session_lock`, reload a session whose `state_version` moved past the version
 it holds, write back with `save_state(..., expect=held)`, then release.
@@ -14,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -88,10 +90,6 @@ class Store(Artifacts, Protocol):
         ...
 
 
-def is_store_url(spec: object) -> bool:
-    return isinstance(spec, str) and urlsplit(spec).scheme in REDIS_SCHEMES
-
-
 def redact_store_url(url: str) -> str:
     """`url` without its password (`redis://user:***@host:port/0`), for errors and logs."""
     parts = urlsplit(url)
@@ -101,29 +99,3 @@ def redact_store_url(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{user}***@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
-
-
-def open_artifacts(spec: Artifacts | str | Path | None) -> Artifacts:
-    """The store `TokenPilot(store=...)` names: an object as is, a Redis URL, a directory,
-    or None for a private temporary directory."""
-    from .artifacts import ArtifactStore
-
-    if spec is None:
-        return ArtifactStore()
-    if is_store_url(spec):
-        return open_redis(str(spec))
-    if isinstance(spec, (str, Path)):
-        return ArtifactStore(Path(spec).expanduser())
-    return spec
-
-
-def open_redis(url: str, **kw: Any) -> Store:
-    """A `RedisStore` for `url`; a clear `StoreError` when the `redis` client is missing."""
-    try:
-        from .store_redis import RedisStore
-    except ImportError as exc:
-        raise StoreError(
-            f"{redact_store_url(url)}: the Redis store needs the redis client: pip install 'tokenpilot[redis]'",
-            "redis client not installed",
-        ) from exc
-    return RedisStore(url, **kw)

@@ -488,10 +488,10 @@ def test_manual_schedule_waits_for_the_host():
 
 
 def test_the_cost_gates_decisions_kept_in_the_state_are_bounded():
-    from tokenpilot.lifecycle import GATE_DECISIONS_KEPT, _remember
+    from tokenpilot.lifecycle_plan import GATE_DECISIONS_KEPT, remember_decision
 
     decisions: list[dict] = []
     for i in range(GATE_DECISIONS_KEPT * 3):
-        _remember(decisions, {"n": i})
+        remember_decision(decisions, {"n": i})
     assert len(decisions) == GATE_DECISIONS_KEPT
     assert decisions[0]["n"] == GATE_DECISIONS_KEPT * 2 and decisions[-1]["n"] == GATE_DECISIONS_KEPT * 3 - 1

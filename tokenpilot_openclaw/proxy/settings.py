@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenpilot.artifacts import default_store_dir
-from tokenpilot.store import is_store_url, redact_store_url
+from tokenpilot.store import redact_store_url
+from tokenpilot.store_open import is_store_url
 
 from .serve_options import (
     DEFAULT_CLIENT_TIMEOUT_S,

@@ -481,9 +481,9 @@ def summary_table(report: LiveReport) -> str:
         if r.method == "vanilla":
             base = t
         lines.append(
-            f"| {r.method} | {t['calls']} | {t['ttft_s']:.3f} | {_fmt(t['prefill_s'])} | {t['prompt_tokens']} "
-            f"| {_fmt(t['cached_tokens'])} | {t['predicted_reused']} | {_fmt(t['reuse_rate'])} "
-            f"| {100 * agreement(r.calls):.0f}% | {_fmt(t['cost_usd'])} |"
+            f"| {r.method} | {t['calls']} | {t['ttft_s']:.3f} | {fmt_count(t['prefill_s'])} | {t['prompt_tokens']} "
+            f"| {fmt_count(t['cached_tokens'])} | {t['predicted_reused']} | {fmt_count(t['reuse_rate'])} "
+            f"| {100 * agreement(r.calls):.0f}% | {fmt_count(t['cost_usd'])} |"
         )
     if base:
         for r in report.runs:
@@ -501,7 +501,7 @@ def summary_table(report: LiveReport) -> str:
     for r in report.runs:
         for c in r.calls:
             lines.append(
-                f"| {c.method} | {c.index} | {_fmt(c.prompt_tokens)} | {_fmt(c.cached_tokens)} "
+                f"| {c.method} | {c.index} | {fmt_count(c.prompt_tokens)} | {fmt_count(c.cached_tokens)} "
                 f"| {c.predicted_scaled:.0f} | {1000 * c.ttft_s:.1f} |"
             )
     if report.error:
@@ -509,48 +509,6 @@ def summary_table(report: LiveReport) -> str:
     return "\n".join(lines)
 
 
-def _fmt(v: Any) -> str:
+def fmt_count(v: Any) -> str:
+    """A count, or "-" when the engine did not report it."""
     return "-" if v is None else str(v)
-
-
-def cmd_live(args: Any, console: Any) -> int:
-    """`tokenpilot bench --live URL | --local`: the CLI branch."""
-    from ..workload.live import generate_live
-
-    sessions = generate_live(seed=args.seed, sessions=args.live_sessions)
-    prices = Prices(hit=args.price_hit, miss=args.price_miss, output=args.price_output)
-    engine = None
-    try:
-        if args.local:
-            from .local_engine import LocalEngine
-
-            engine = LocalEngine()
-            engine.start()
-            client = engine.client()
-            prices_used = None
-        else:
-            client = LiveClient(args.live, model=args.live_model or "default")
-            prices_used = prices
-        try:
-            report = live_replay(
-                sessions,
-                client,
-                prices=prices_used,
-                max_usd=args.max_usd,
-                simulator=engine.simulator if engine is not None else SlotSimulator,
-                on_call=lambda c: console.print(
-                    f"{c.method} #{c.index}: ttft {1000 * c.ttft_s:.0f} ms, cached {_fmt(c.cached_tokens)}"
-                ),
-            )
-        except LiveError as exc:
-            console.print(f"[red]{exc}[/red]")
-            return 2
-    finally:
-        if engine is not None:
-            engine.stop()
-    console.print(summary_table(report))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report.record(), f, indent=1)
-        console.print(f"wrote {args.json}")
-    return 1 if report.error else 0

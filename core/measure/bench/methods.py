@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal
 
 from ...artifacts import ArtifactStore
 from ...config import CONTENT_PASSES, Config
@@ -21,63 +21,15 @@ from ...lifecycle import Lifecycle, LifecycleConfig
 from ...pilot import TokenPilot
 from ...segments import SegmentRules, WindowRule
 from ...tokens import message_tokens
-
-Message = dict[str, Any]
+from .method import Message, Method, MethodSession, Rendered, Stateless, split_system
 
 _ART = re.compile(r"art_[0-9a-f]{24}")
 STUB_PREFIX = "[tokenpilot: evicted"
 
 
-@dataclass(frozen=True, slots=True)
-class SideCall:
-    """A model call a method makes on its own (a summariser's), priced like the agent's:
-    its prompt through the cache simulator under `namespace`, plus its output."""
-
-    messages: tuple[Message, ...]
-    output_tokens: int
-    namespace: str
-
-
-@dataclass(frozen=True, slots=True)
-class Rendered:
-    """A request as the method would send it. `messages[:stable]` is the cacheable part."""
-
-    messages: list[Message]
-    tools: list[dict[str, Any]]
-    stable: int
-    artifact_ids: frozenset[str] = frozenset()  # originals one recall away
-    side_calls: tuple[SideCall, ...] = ()  # calls the method made to produce this request
-
-
-class MethodSession(Protocol):
-    def render(
-        self, prompt: list[Message], tools: list[dict[str, Any]], timestamp: float | None
-    ) -> Rendered: ...
-
-    def recall_text(self, artifact_id: str) -> str | None: ...
-
-    def close(self) -> None: ...
-
-
-class Method(Protocol):
-    name: str
-    # "vanilla", "tokenpilot", "peer" (another product's own code) or "sketch" (our
-    # stand-in for an approach with no code to run): the report says which
-    kind: str
-
-    def session(self, session_id: str) -> MethodSession: ...
-
-
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-def _split_system(prompt: list[Message]) -> tuple[list[Message], list[Message]]:
-    k = 0
-    while k < len(prompt) and prompt[k].get("role") in ("system", "developer"):
-        k += 1
-    return prompt[:k], prompt[k:]
-
-
 def turn_starts(history: Sequence[Message]) -> list[int]:
     """Indices where a turn starts: a user message, or an assistant not preceded by a user message."""
     starts = []
@@ -101,14 +53,6 @@ def _tokens(messages: Sequence[Message]) -> int:
     return sum(message_tokens(m) for m in messages)
 
 
-class _Stateless:
-    def recall_text(self, artifact_id: str) -> str | None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
 # ---------------------------------------------------------------------------
 # baselines
 # ---------------------------------------------------------------------------
@@ -123,7 +67,7 @@ class Vanilla:
         return _VanillaSession()
 
 
-class _VanillaSession(_Stateless):
+class _VanillaSession(Stateless):
     def render(self, prompt: list[Message], tools: list[dict[str, Any]], timestamp: float | None) -> Rendered:
         return Rendered(prompt, tools, len(prompt))
 
@@ -150,7 +94,7 @@ class KeepLastN:
         return starts[-self.n] if len(starts) >= self.n else 0
 
 
-class _KeepLastNSession(_Stateless):
+class _KeepLastNSession(Stateless):
     """A sticky cut, moved forward only when the view is over budget."""
 
     def __init__(self, budget: float, cut: Callable[[Sequence[Message]], int]) -> None:
@@ -160,7 +104,7 @@ class _KeepLastNSession(_Stateless):
         self.anchor: Message | None = None  # the message at the cut, to detect a restarted history
 
     def render(self, prompt: list[Message], tools: list[dict[str, Any]], timestamp: float | None) -> Rendered:
-        system, history = _split_system(prompt)
+        system, history = split_system(prompt)
         if self.cut >= len(history) or (
             self.cut and history[self.cut] is not self.anchor and history[self.cut] != self.anchor
         ):

@@ -18,7 +18,7 @@ from ...pricing import Prices, cost
 from ...tokens import count_tokens
 from ..cachesim import CacheSimulator, Segment, get_profile, message_segments, prefix_segments
 from ..traces.model import RecordedCall, Session
-from .methods import Method, MethodSession, Rendered, SideCall
+from .method import Method, MethodSession, Rendered, SideCall
 from .retention import NeedIndex, Visibility, recalled_identifiers
 
 MODES = ("continuous", "isolated")

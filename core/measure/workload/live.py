@@ -17,9 +17,9 @@ from typing import Any
 from tokenpilot.measure.traces.model import Session
 
 from . import content as C
+from .builder import EPOCH_START, SessionBuilder
 from .devtools import grep, server_log
 from .prompt import DYNAMIC_CLOSE, DYNAMIC_OPEN, STABLE_CLOSE, STABLE_OPEN, TOOLS, runtime_line
-from .sessions import EPOCH_START, SessionBuilder
 from .tasks import TOPICS
 
 SOURCE = "builtin:live"

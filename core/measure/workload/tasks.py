@@ -17,7 +17,7 @@ from . import content as C
 from . import devtools as D
 
 if TYPE_CHECKING:
-    from .sessions import SessionBuilder
+    from .builder import SessionBuilder
 
 TOPICS = (
     (

@@ -11,7 +11,7 @@ from collections.abc import Collection
 from importlib import import_module
 
 from ....errors import ConfigError
-from ..methods import Method
+from ..method import Method
 
 # every peer method's name -> the module that runs it, in report order; the names need
 # no peer's code, so `--methods` can tell a peer from a typo on any install

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ....tokens import encoding, message_tokens
-from ..methods import Message, Method, MethodSession, Rendered
+from ..method import Message, Method, MethodSession, Rendered
 
 REQUIREMENT = "headroom-ai[proxy]>=0.42"
 # Headroom's own transforms that need weights or network this machine lacks

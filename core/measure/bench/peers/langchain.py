@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from ....messages import content_text
 from ....tokens import count_tokens
-from ..methods import Message, Method, MethodSession, Rendered, SideCall, _split_system, _Stateless
+from ..method import Message, Method, MethodSession, Rendered, SideCall, Stateless, split_system
 
 SUMMARY_TRIGGER_TOKENS = 80_000  # 40% of a 200k window, as keep_last_n; the middleware has no default
 SUMMARY_NAMESPACE = "langchain-summariser"
@@ -125,7 +125,7 @@ class LangChainClearToolUses:
         return _ContextEditingSession(mw)
 
 
-class _ContextEditingSession(_Stateless):
+class _ContextEditingSession(Stateless):
     def __init__(self, middleware: Any) -> None:
         self.mw = middleware
         self.convert = _Converter()
@@ -134,7 +134,7 @@ class _ContextEditingSession(_Stateless):
         from langchain.agents.middleware.types import ModelRequest, ModelResponse
         from langchain_core.messages import AIMessage, SystemMessage
 
-        system, history = _split_system(prompt)
+        system, history = split_system(prompt)
         lc = self.convert(history)
         sent: list[Any] = []
 
@@ -210,7 +210,7 @@ class LangChainSummarization:
         return _SummarizationSession(mw, model)
 
 
-class _SummarizationSession(_Stateless):
+class _SummarizationSession(Stateless):
     """The agent's state as LangGraph would hold it: messages appended as the recorded
     agent produced them, replaced by the middleware's update when it summarises."""
 
@@ -225,7 +225,7 @@ class _SummarizationSession(_Stateless):
     def render(self, prompt: list[Message], tools: list[dict[str, Any]], timestamp: float | None) -> Rendered:
         from langchain_core.messages import RemoveMessage
 
-        system, history = _split_system(prompt)
+        system, history = split_system(prompt)
         n = len(self.consumed)
         if n > len(history) or any(a is not b and a != b for a, b in zip(history[:n], self.consumed)):
             self.state, self.sent, self.consumed, n = [], [], [], 0  # the agent restarted its history

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ....messages import from_anthropic, to_anthropic
-from ..methods import Message, Method, MethodSession, Rendered
+from ..method import Message, Method, MethodSession, Rendered
 from .node_driver import NodeDriver
 from .openclaw_pruning import _e2e_cache, find_node
 

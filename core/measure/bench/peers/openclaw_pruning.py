@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ....messages import content_text
-from ..methods import Message, Method, MethodSession, Rendered, _split_system
+from ..method import Message, Method, MethodSession, Rendered, split_system
 from .node_driver import NodeDriver
 
 NODE_MAJOR = 24  # OpenClaw 2026.9's engines: node >=24.16 <25 || >=26.1
@@ -241,7 +241,7 @@ class _PruningSession:
         self.prunes = 0  # calls at which OpenClaw pruned something new
 
     def render(self, prompt: list[Message], tools: list[dict[str, Any]], timestamp: float | None) -> Rendered:
-        system, history = _split_system(prompt)
+        system, history = split_system(prompt)
         now_ms = timestamp * 1000.0 if timestamp is not None else None
         reply = self.driver.call(
             {

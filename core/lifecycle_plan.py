@@ -1,0 +1,372 @@
+"""The eviction plan of one session: what the rendered history drops, and the stubs
+in its place.
+
+It changes only when the lifecycle hands it finished estimator results (at a batch
+boundary, in one pass): the registry applies them, `plan_eviction` plans, the segment
+and window rules add tool bundles, the cost gate picks the cut, and an evicted task
+that later words name is shown again. Between results it is constant, so consecutive
+renders extend each other (I1). A history the caller rewrote is followed
+(`follow_rewrite`). The schedule (when the estimator runs) is `lifecycle.py`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._canonical import artifact_id_for
+from .evict import (
+    EvictionPlan,
+    Segment,
+    assistant_index,
+    expected_remaining_calls,
+    plan_eviction,
+    render,
+    should_evict,
+)
+from .lifecycle_config import LifecycleConfig
+from .registry import TaskRegistry
+from .segments import (
+    BundleRecord,
+    bundle_record,
+    evictable_bundles,
+    last_uses,
+    named_in_words,
+    rule_of,
+    window_bundles,
+)
+from .tokens import message_tokens
+from .turns import Turn, TurnSegmenter
+
+log = logging.getLogger("tokenpilot")
+
+Message = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RenderPlan:
+    """What to show the model: drop these indices of the managed history and put
+    `stubs[i]` (a tuple of messages, today always one) where index i was.
+    `version` counts plan changes, i.e. prefix breaks caused by eviction."""
+
+    drop: frozenset[int] = frozenset()
+    stubs: Mapping[int, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+    version: int = 0
+
+    def apply(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        return render(messages, self.drop, self.stubs)
+
+
+@dataclass(slots=True)
+class Result:
+    """A finished estimator run's delta, waiting for the next view."""
+
+    delta: dict[str, Any]
+    upto: int  # turns [0, upto) were covered by the run
+    keep_from: int  # messages from here on (the run's batch and later) stay
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What the lifecycle hands the plan at a view: the finished results, the registry
+    that judges them, and what the cost gate weighs."""
+
+    results: Sequence[Result]
+    registry: TaskRegistry
+    calls: int  # calls so far: the gate expects a share of them to remain
+    head_refill_tokens: int | None  # tokens ahead of the history an eviction re-sends too
+
+
+class Planner:
+    """The cumulative plan (segments evicted, indices dropped, stubs) and what changes it.
+    Not locked: its lifecycle holds its lock around every call."""
+
+    def __init__(
+        self,
+        config: LifecycleConfig,
+        archive: Callable[[str], str],
+        stats: dict[str, Any],
+        segmenter: TurnSegmenter,
+    ) -> None:
+        self.config = config
+        self.archive = archive
+        self.stats = stats
+        self.segmenter = segmenter
+        self.segments: list[Segment] = []
+        self.drop: set[int] = set()
+        self.stubs: dict[int, tuple[dict[str, Any], ...]] = {}
+        self.version = 0
+        self._bundles: dict[tuple[str, int, int], BundleRecord] = {}
+        self._turn_tokens: dict[tuple[str, int, int], tuple[int, ...]] = {}  # per message of the turn
+
+    def render_plan(self) -> RenderPlan:
+        return RenderPlan(frozenset(self.drop), dict(self.stubs), self.version)
+
+    def load(self, segments: list[Segment], version: int) -> None:
+        """Take a saved plan: its segments and their version."""
+        self.segments = segments
+        self.drop = {i for s in segments for i in range(s.start, s.end)}
+        self.stubs = {s.start: (s.stub,) for s in segments if s.stub is not None}
+        self.version = version
+
+    def follow_rewrite(self, messages: Sequence[Message]) -> None:
+        """Follow a history the caller rewrote (its own compaction, a condenser, elided
+        observations): the new history is the new base. A segment whose turns are all
+        still there, in a row, stays evicted at their new place (turn ids are content
+        digests); one whose turns the caller removed or changed is forgotten (there is
+        nothing left to evict). Nothing evicted is shown again; logged at INFO only."""
+        turns = self.segmenter.update(messages)
+        if all(self._in_place(seg, messages, turns) for seg in self.segments):
+            return
+        index = {t.turn_id: k for k, t in enumerate(turns)}
+        kept: list[Segment] = []
+        taken: set[int] = set()
+        for seg in self.segments:
+            moved = self._relocate(seg, messages, turns, index)
+            if moved is None or taken.intersection(range(moved.start, moved.end)):
+                continue
+            taken.update(range(moved.start, moved.end))
+            kept.append(moved)
+        gone = len(self.segments) - len(kept)
+        self.stats["history_rewrites"] += 1
+        self.stats["segments_remapped"] += len(kept)
+        self.stats["segments_invalidated"] += gone
+        log.info(
+            "tokenpilot: history rewritten by the caller; %d evicted segment(s) kept at their new place, "
+            "%d gone with the rewrite",
+            len(kept),
+            gone,
+        )
+        self.segments = kept
+        self.drop = {i for s in kept for i in range(s.start, s.end)}
+        self.stubs = {s.start: (s.stub,) for s in kept if s.stub is not None}
+        self.version += 1
+
+    @staticmethod
+    def _in_place(seg: Segment, messages: Sequence[Message], turns: Sequence[Turn]) -> bool:
+        starts = {}
+        for t in turns:
+            starts[t.start] = t
+            starts.setdefault(assistant_index(messages, t), t)  # a bundle evicted without its opener
+        at = seg.start
+        for tid in seg.turn_ids:
+            turn = starts.get(at)
+            if turn is None or turn.turn_id != tid:
+                return False
+            at = turn.end
+        return at == seg.end
+
+    @staticmethod
+    def _relocate(
+        seg: Segment, messages: Sequence[Message], turns: Sequence[Turn], index: Mapping[str, int]
+    ) -> Segment | None:
+        """The segment at its turns' place in the rewritten history, or None when they are
+        not all there in a row (complete: a cut inside a tool group would orphan calls)."""
+        first = index.get(seg.turn_ids[0]) if seg.turn_ids else None
+        if first is None or first + len(seg.turn_ids) > len(turns):
+            return None
+        run = turns[first : first + len(seg.turn_ids)]
+        if [t.turn_id for t in run] != list(seg.turn_ids) or not all(t.complete for t in run):
+            return None
+        # A bundle retired by a rule went without its opener (the user's words stay).
+        start = assistant_index(messages, run[0]) if seg.reasons else run[0].start
+        end = run[-1].end
+        if start == seg.start and end == seg.end:
+            return seg
+        return Segment(start, end, seg.turn_ids, seg.task_ids, seg.artifact_id, seg.stub, seg.reasons)
+
+    def apply(self, messages: Sequence[Message], batch: Batch) -> None:
+        """Apply finished estimator results in one pass (see the module's docstring)."""
+        version = self.version
+        revived = self._apply_results(messages, batch)
+        if revived is not None and self.version == version:  # shown again, nothing new evicted
+            self.version += 1
+            self.stats["prefix_breaks"] += 1
+
+    def _apply_results(self, messages: Sequence[Message], batch: Batch) -> int | None:
+        """Apply the finished estimator results; where segments were shown again, if any."""
+        keep_from = len(messages)
+        for res in batch.results:
+            report = batch.registry.apply(res.delta)
+            self.stats["parts_rejected"] += len(report.rejected)
+            if report.dropped:
+                self.stats["deltas_rejected"] += 1
+            else:
+                self.stats["deltas_applied"] += 1
+            keep_from = min(res.keep_from, len(messages))
+        turns = self.segmenter.update(messages)
+        named = self._named_turns(messages, turns)
+        revived = self._revive(named, turns)
+        bundles = self._retired_bundles(messages, turns)
+        window = self._window_bundles(messages, turns)
+        if window:  # one pass with the rules; a rule's reason is the more precise
+            bundles = {**window, **bundles}
+
+        def plan_with(archive: Callable[[str], str], from_index: int = 0) -> EvictionPlan:
+            return plan_eviction(
+                messages,
+                turns,
+                batch.registry,
+                stub=self.config.stub,
+                archive=archive,
+                keep_from=keep_from,
+                already_evicted=self.drop,
+                bundles=bundles,
+                from_index=from_index,
+                protected=named,
+            )
+
+        # Plan with content ids first; archive for real only what the gate lets through.
+        plan = plan_with(artifact_id_for if self.config.cost_gate else self.archive)
+        if not plan.segments:
+            return revived
+        if self.config.cost_gate:
+            decision, cut = self._best_cut(messages, plan, batch)
+            remember_decision(self.stats["gate_decisions"], decision.to_dict())
+            if not decision.evict and revived is None:
+                log.info("tokenpilot: eviction deferred by the cost gate: %s", decision.reason)
+                return revived
+            # A revival breaks the cache from its segment on anyway: what the gate deferred
+            # after that point goes in the same pass, for free.
+            plan = plan_with(self.archive, cut if decision.evict else revived or 0)
+            if not plan.segments:
+                return revived
+        gross = sum(message_tokens(messages[i]) for i in plan.evicted)
+        self.drop = self.drop | set(plan.evicted)
+        self.stubs = {**self.stubs, **plan.stubs}
+        self.segments.extend(plan.segments)
+        self.version += 1
+        self.stats["evictions"] += len(plan.segments)
+        self.stats["turns_evicted"] += sum(len(s.turn_ids) for s in plan.segments)
+        self.stats["prefix_breaks"] += 1
+        self.stats["tokens_evicted"] += gross
+        for seg in plan.segments:
+            self.stats["bundles_evicted"] += len(seg.reasons)
+            for reason in seg.reasons:
+                rule = rule_of(reason)
+                self.stats["bundle_reasons"][rule] = self.stats["bundle_reasons"].get(rule, 0) + 1
+        return revived
+
+    def _named_turns(self, messages: Sequence[Message], turns: Sequence[Turn]) -> set[int]:
+        """Turn indices whose file later words name (`segments.named_in_words`); they stay."""
+        return named_in_words(self._bundle_records(messages, turns))
+
+    def _revive(self, named: set[int], turns: Sequence[Turn]) -> int | None:
+        """Show again the evicted tasks holding a turn later words name (I6): the file's
+        content was the task's material and the session has come back to it. At a batch
+        boundary, in the same pass as this batch's evictions (one cache break). Bundles a
+        segment rule retired judge later use themselves (the window's `keep_used_turns`,
+        the stale rule's last use): in a coding session the agent names most files it
+        read, and keeping each one until it is read again costs more than it saves."""
+        ids = {turns[t].turn_id for t in named if t < len(turns)}
+        back = [seg for seg in self.segments if not seg.reasons and ids.intersection(seg.turn_ids)]
+        if not back:
+            return None
+        self.segments = [seg for seg in self.segments if seg not in back]
+        self.drop = {i for s in self.segments for i in range(s.start, s.end)}
+        self.stubs = {s.start: (s.stub,) for s in self.segments if s.stub is not None}
+        self.stats["segments_revived"] += len(back)
+        log.info("tokenpilot: %d evicted segment(s) shown again: later words name their files", len(back))
+        return min(seg.start for seg in back)
+
+    def _retired_bundles(self, messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, str]:
+        """Turn index -> reason, for tool bundles a segment rule retires now."""
+        rules = self.config.segments
+        if rules is None or not rules.enabled:
+            return {}
+        return evictable_bundles(self._bundle_records(messages, turns), rules)
+
+    def _bundle_records(self, messages: Sequence[Message], turns: Sequence[Turn]) -> list[BundleRecord]:
+        """Each turn as the segment rules see it (memoised per turn)."""
+        records = []
+        for t in turns:
+            key = (t.turn_id, t.start, t.end)
+            rec = self._bundles.get(key)
+            if rec is None:
+                rec = self._bundles[key] = bundle_record(messages, t)
+            records.append(rec)
+        return records
+
+    def _window_bundles(self, messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, str]:
+        """Turn index -> reason, for the turns the window rule evicts now."""
+        rule = self.config.window
+        if rule is None or len(turns) <= rule.keep_calls:
+            return {}
+        rendered = self._rendered_tokens(messages, turns)
+        if rendered <= rule.trigger_tokens:
+            return {}
+        calls = [r.has_calls for r in self._bundle_records(messages, turns)]  # text actions too
+        used = rule.keep_used_turns is not None
+        last_use = last_uses(self._bundle_records(messages, turns)) if used else None
+        return window_bundles(calls, rule, rendered, last_use)
+
+    def _rendered_tokens(self, messages: Sequence[Message], turns: Sequence[Turn]) -> int:
+        """Tokens of the history as the current plan renders it (memoised per turn)."""
+        first = turns[0].start if turns else len(messages)
+        total = sum(message_tokens(messages[k]) for k in range(first) if k not in self.drop)
+        for t in turns:
+            key = (t.turn_id, t.start, t.end)
+            counts = self._turn_tokens.get(key)
+            if counts is None:
+                counts = tuple(message_tokens(messages[k]) for k in range(t.start, t.end))
+                if t.complete:
+                    self._turn_tokens[key] = counts
+            total += sum(n for k, n in zip(range(t.start, t.end), counts) if k not in self.drop)
+        return total + sum(message_tokens(m) for ms in self.stubs.values() for m in ms)
+
+    def _best_cut(self, messages: Sequence[Message], plan: EvictionPlan, batch: Batch) -> tuple[Any, int]:
+        """The cost gate over every possible cut: evicting only the segments from a
+        later start on re-prefills less. Returns the decision with the largest net
+        saving (or, when none pays, the one for the whole plan) and its cut."""
+        calls = expected_remaining_calls(
+            batch.calls, self.config.expected_calls_min, self.config.expected_calls_ratio
+        )
+        best: tuple[float, Any, int] | None = None
+        first = None
+        for cut in sorted({s.start for s in plan.segments}):
+            segs = [s for s in plan.segments if s.start >= cut]
+            evicted = {i for s in segs for i in range(s.start, s.end)}
+            gross = sum(message_tokens(messages[i]) for i in evicted)
+            stub_tokens = sum(message_tokens(s.stub) for s in segs if s.stub)
+            drop = self.drop | evicted
+            stubs = {**self.stubs, **{s.start: (s.stub,) for s in segs if s.stub is not None}}
+            after = render(
+                messages[cut:],
+                {i - cut for i in drop if i >= cut},
+                {i - cut: m for i, m in stubs.items() if i >= cut},
+            )
+            refill = sum(message_tokens(m) for m in after)
+            if batch.head_refill_tokens is not None:  # the tools change: everything is sent again
+                refill += batch.head_refill_tokens + sum(
+                    message_tokens(messages[i]) for i in range(cut) if i not in self.drop
+                )
+            # The floor is for segment rules (a small retired bundle is the likeliest to be
+            # needed back); a finished task nothing names goes on the gate's economics alone.
+            whole_tasks = all(not s.reasons for s in segs)
+            decision = should_evict(
+                gross - stub_tokens,
+                refill,
+                calls,
+                self.config.prices,
+                self.config.cache_profile,
+                0 if whole_tasks else self.config.min_evict_tokens,
+            )
+            if first is None:
+                first = (decision, cut)
+            net = decision.saving_usd - decision.cost_usd
+            if decision.evict and (best is None or net > best[0]):
+                best = (net, decision, cut)
+        assert first is not None
+        return (best[1], best[2]) if best is not None else first
+
+
+GATE_DECISIONS_KEPT = 32
+"""The cost gate's latest decisions kept in the stats (and the saved state): enough to
+explain the recent evictions, bounded so a long session's state does not grow with it."""
+
+
+def remember_decision(decisions: list[dict[str, Any]], decision: dict[str, Any]) -> None:
+    decisions.append(decision)
+    del decisions[:-GATE_DECISIONS_KEPT]

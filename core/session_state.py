@@ -1,0 +1,121 @@
+"""A session's state as JSON and back: `TokenPilot.export_session` / `import_session`
+(checkpoints, restarts, a proxy's state store shared by replicas). An imported session
+renders the same bytes as the one exported."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .fingerprint import digest_from_json, digest_to_json
+from .ingest import IngestState, ToolCallInfo
+from .session import Entry, Session
+from .stabilize import Stabilized
+
+
+def session_to_dict(s: Session) -> dict[str, Any]:
+    """JSON-safe state of a session, for checkpoints and restarts."""
+    with s.lock:
+        return {
+            "id": s.id,
+            "entries": [
+                {
+                    "raw_hash": e.raw_hash,
+                    "ids": list(e.ids) if isinstance(e.ids, tuple) else e.ids,
+                    "frozen": e.frozen,
+                    "raw_tokens": e.raw_tokens,
+                    "tokens": e.tokens,
+                    "artifact_id": e.artifact_id,
+                    "effect": list(e.effect) if e.effect else None,
+                    "call_infos": [[cid, i.name, i.arguments] for cid, i in e.call_infos],
+                    "unstored": e.unstored is not None,
+                }
+                for e in s.entries
+            ],
+            "state": s.state.to_dict(),
+            "system": {
+                "raw": [digest_to_json(x) for x in s.system.raw],
+                "stable": [[x.text, x.session_values, x.call_values] for x in s.system.stable],
+                "current": [[x.text, x.session_values, x.call_values] for x in s.system.current],
+                "rendered": s.system.rendered,
+                "tokens": s.system.tokens,
+                "verbatim": s.system.verbatim,
+                "version": s.system.version,
+            },
+            "tools": s.tools,
+            "tools_tokens": s.tools_tokens,
+            "tools_version": s.tools_version,
+            # What the last call rendered, so the first call after a restart is checked too.
+            "last_keys": s.last_keys,
+            "plan_version": s.plan_version,
+            "last_plan_version": s.last_plan_version,
+            "calls_prepared": s.calls_prepared,
+            "recallable": s.recallable,
+            "updates": [[pos, m] for pos, m in s.updates],
+            "prefix_breaks": s.prefix_breaks,
+            "lifecycle": s.lifecycle.to_dict()
+            if s.lifecycle is not None and hasattr(s.lifecycle, "to_dict")
+            else None,
+        }
+
+
+def load_session(s: Session, data: Mapping[str, Any]) -> None:
+    """Restore into `s` (the session named by `data["id"]`) a state `session_to_dict` made,
+    possibly in another process."""
+    with s.lock:
+        s.entries = []
+        for d in data["entries"]:
+            infos = tuple((cid, ToolCallInfo(name, args)) for cid, name, args in d.get("call_infos", []))
+            ids = tuple(d["ids"]) if isinstance(d["ids"], list) else d["ids"]
+            s.entries.append(
+                Entry(
+                    None,
+                    None,
+                    None,
+                    None,
+                    d["raw_hash"],
+                    ids,
+                    d["frozen"],
+                    d["raw_tokens"],
+                    d["tokens"],
+                    d.get("artifact_id"),
+                    tuple(d["effect"]) if d.get("effect") else None,
+                    infos,
+                    live=False,
+                    unstored="" if d.get("unstored") else None,
+                )
+            )
+            for cid, info in infos:
+                s.calls[cid] = info
+        s.state = IngestState.from_dict(data.get("state", {}))
+        sysd = data.get("system")
+        if sysd:
+
+            def stab(rows: list[Any]) -> tuple[Stabilized, ...]:
+                return tuple(
+                    Stabilized(t, tuple(map(tuple, sv)), tuple(map(tuple, cv))) for t, sv, cv in rows
+                )
+
+            s.system.raw = tuple(digest_from_json(x) for x in sysd["raw"])
+            s.system.stable = stab(sysd["stable"])
+            s.system.current = stab(sysd["current"])
+            s.system.rendered = list(sysd["rendered"])
+            s.system.tokens = int(sysd["tokens"])
+            s.system.verbatim = bool(sysd.get("verbatim", False))
+            s.system.version = int(sysd.get("version", 1))
+        s.tools = list(data.get("tools", []))
+        s.tools_tokens = int(data.get("tools_tokens", 0))
+        s.tools_version = int(data.get("tools_version", 1 if s.tools else 0))
+        s.last_keys = list(data.get("last_keys", []))
+        s.plan_version = int(data.get("plan_version", 0))
+        s.last_plan_version = int(data.get("last_plan_version", 0))
+        s.calls_prepared = int(data.get("calls_prepared", 0))
+        s.recallable = bool(data.get("recallable", False))
+        s.updates = [(int(pos), m) for pos, m in data.get("updates", [])]
+        s.prefix_breaks = int(data.get("prefix_breaks", 0))
+        if (
+            data.get("lifecycle") is not None
+            and s.lifecycle is not None
+            and hasattr(s.lifecycle, "load_dict")
+        ):
+            s.lifecycle.load_dict(data["lifecycle"])
