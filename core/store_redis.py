@@ -51,7 +51,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 from redis.cluster import RedisCluster
@@ -66,118 +65,16 @@ from .errors import ArtifactNotFound, StoreError
 from .store import StateConflict, StoreUnanswered, redact_store_url
 from .store_breaker import Breaker
 from .store_lock import RedisLocks, SessionLock
+from .store_redis_scripts import COLLECT, PRUNE_SESSION, PUT, SAVE
+from .store_redis_url import flag, seconds, split_own
 
 log = logging.getLogger("tokenpilot")
 
 _ID_RE = re.compile(r"^" + ARTIFACT_PREFIX + r"[0-9a-f]{8,64}$")
 _TOUCH_EVERY_S = 60  # as ArtifactStore: a lease is refreshed by writes at most once a minute
 
-# KEYS: artifact, session's id set, lease. ARGV: bytes, id, now, seconds between lease
-# refreshes. Returns {bytes added, 1 when the lease was refreshed}.
-_PUT = """
-local added = 0
-if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
-  redis.call('SADD', KEYS[2], ARGV[2])
-  added = string.len(ARGV[1])
-end
-local last = tonumber(redis.call('GET', KEYS[3]) or '-1')
-if last < 0 or (last > 0 and tonumber(ARGV[3]) - last > tonumber(ARGV[4])) then
-  redis.call('SET', KEYS[3], ARGV[3])
-  return {added, 1}
-end
-return {added, 0}
-"""
-
-# KEYS: head, chunks, lease[, the old layout's state hash]. ARGV: head JSON, expected
-# version ('' for any), now, then digest/chunk pairs. Returns {new version, chunks held},
-# or {-(current + 1)} when `expect` is not the current version (nothing written).
-_SAVE = """
-local cur = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
-if cur == 0 and KEYS[4] then cur = tonumber(redis.call('HGET', KEYS[4], 'v') or '0') end
-if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= cur then return {-(cur + 1)} end
-for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
-cur = cur + 1
-redis.call('HSET', KEYS[1], 'v', cur, 'd', ARGV[1])
-redis.call('SET', KEYS[3], ARGV[3])
-if KEYS[4] then redis.call('DEL', KEYS[4]) end
-return {cur, redis.call('HLEN', KEYS[2])}
-"""
-
-# KEYS: head, chunks. ARGV: version, then the digests its head reaches. Deletes every
-# other chunk if the head is still at that version; the number deleted, or -1.
-_COLLECT = """
-if tonumber(redis.call('HGET', KEYS[1], 'v') or '0') ~= tonumber(ARGV[1]) then return -1 end
-local live = {}
-for i = 2, #ARGV do live[ARGV[i]] = true end
-local dead = 0
-for _, d in ipairs(redis.call('HKEYS', KEYS[2])) do
-  if not live[d] then redis.call('HDEL', KEYS[2], d); dead = dead + 1 end
-end
-return dead
-"""
-
-# KEYS: id set, head, chunks, lease[, old id set, old state, leases]. ARGV: session hex,
-# now, lease_s, artifact key prefix[, old prefix]. Drops the session only if it is still
-# not live; returns {artifacts removed, bytes freed}, or {-1, 0} when it was kept.
-_PRUNE_SESSION = """
-local t = redis.call('GET', KEYS[4])
-if (not t) and KEYS[7] then t = redis.call('ZSCORE', KEYS[7], ARGV[1]) end
-if t then
-  t = tonumber(t)
-  if t ~= 0 and tonumber(ARGV[2]) - t <= tonumber(ARGV[3]) then return {-1, 0} end
-end
-local n, freed = 0, 0
-local function drop(set, prefix)
-  for _, aid in ipairs(redis.call('SMEMBERS', set)) do
-    local k = prefix .. aid
-    freed = freed + redis.call('STRLEN', k)
-    redis.call('DEL', k)
-    n = n + 1
-  end
-  redis.call('DEL', set)
-end
-drop(KEYS[1], ARGV[4])
-if KEYS[5] then
-  drop(KEYS[5], ARGV[5])
-  redis.call('DEL', KEYS[6])
-end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-return {n, freed}
-"""
-
 _KNOWN_SESSIONS = 1024  # sessions whose stored chunks this process remembers (LRU)
 _COLLECT_SLACK = 64  # chunks beyond twice the live ones before a save collects
-
-
-_OWN_QUERY = ("namespace", "lock_ttl", "lock_wait", "cluster")  # ours; redis-py knows the others
-
-
-def _split_own(url: str) -> tuple[str, dict[str, str]]:
-    """`url` without the query parameters that are ours (redis-py does not know them), and them."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    own = {k: v for k, v in query if k in _OWN_QUERY}
-    rest = urlencode([(k, v) for k, v in query if k not in _OWN_QUERY])
-    return urlunsplit(parts._replace(query=rest)), own
-
-
-def _flag(own: dict[str, str], name: str) -> bool:
-    """A yes/no option from the URL (`?cluster=1`); `ValueError` for anything else."""
-    raw = own.get(name, "0").strip().lower()
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"{name} must be 1 or 0")
-
-
-def _seconds(own: dict[str, str], name: str, default: float, *, positive: bool) -> float:
-    """A time from the URL (`?lock_ttl=5`), else `default`; `ValueError` when out of range."""
-    raw = own.get(name)
-    value = default if raw is None else float(raw)
-    if not (value > 0 if positive else value >= 0) or value != value or value == float("inf"):
-        raise ValueError(f"{name} must be a {'positive' if positive else 'non-negative'} number of seconds")
-    return value
 
 
 def _reason(exc: RedisError | RedisClusterException) -> str:
@@ -219,25 +116,25 @@ class RedisStore:
         socket_timeout_s: float = 1.0,
         probe_interval_s: float = 0.5,
     ) -> None:
-        bare, own = _split_own(url)
+        bare, own = split_own(url)
         self.url = redact_store_url(url)
         self.namespace = own.get("namespace") or namespace
         self.size_limit_bytes = size_limit_bytes
         self.lease_s = lease_s
         try:
-            self.lock_ttl_s = _seconds(own, "lock_ttl", lock_ttl_s, positive=True)
-            self.lock_wait_s = _seconds(own, "lock_wait", lock_wait_s, positive=False)
-            self.cluster = _flag(own, "cluster")
+            self.lock_ttl_s = seconds(own, "lock_ttl", lock_ttl_s, positive=True)
+            self.lock_wait_s = seconds(own, "lock_wait", lock_wait_s, positive=False)
+            self.cluster = flag(own, "cluster")
             client_cls: Any = RedisCluster if self.cluster else redis.Redis
             self._r = client_cls.from_url(
                 bare, socket_timeout=socket_timeout_s, socket_connect_timeout=socket_timeout_s
             )
         except (ValueError, RedisClusterException) as exc:
             raise StoreError(f"bad Redis store URL {self.url}: {exc}", "bad Redis URL") from exc
-        self._put = self._r.register_script(_PUT)
-        self._save = self._r.register_script(_SAVE)
-        self._prune_one = self._r.register_script(_PRUNE_SESSION)
-        self._collect = self._r.register_script(_COLLECT)
+        self._put = self._r.register_script(PUT)
+        self._save = self._r.register_script(SAVE)
+        self._prune_one = self._r.register_script(PRUNE_SESSION)
+        self._collect = self._r.register_script(COLLECT)
         self._known: OrderedDict[str, tuple[int, set[str]]] = OrderedDict()  # h -> (version, chunks)
         self._indexed: OrderedDict[str, float] = OrderedDict()  # h -> when this process indexed it
         self._known_guard = threading.Lock()

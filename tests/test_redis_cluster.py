@@ -200,9 +200,9 @@ async def test_a_proxy_on_a_cluster_keeps_its_sessions_there(cluster):
     and originals land in the cluster and read back."""
     import aiohttp
 
-    from tokenpilot_openclaw.crashdrill import TOOLS, _turn, system_prompt
+    from tokenpilot_openclaw.crashdrill import TOOLS, system_prompt, tool_turn
     from tokenpilot_openclaw.proxy import ProxySettings
-    from tokenpilot_openclaw.server import RunningProxy
+    from tokenpilot_openclaw.proxy.server import RunningProxy
     from tokenpilot_openclaw.testing import FakeUpstream
 
     url = f"{cluster}&namespace=p{uuid.uuid4().hex[:8]}"
@@ -211,7 +211,7 @@ async def test_a_proxy_on_a_cluster_keeps_its_sessions_there(cluster):
         settings = ProxySettings(upstream=upstream.url, port=0, store_url=url, flush_interval_s=0)
         async with RunningProxy(settings) as proxy:
             for step in range(3):
-                history += _turn(0, step)
+                history += tool_turn(0, step)
                 body = {"model": "m", "messages": history, "tools": TOOLS, "prompt_cache_key": "k"}
                 async with http.post(f"{proxy.url}/v1/chat/completions", json=body) as r:
                     assert r.status == 200, await r.text()
