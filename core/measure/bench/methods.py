@@ -302,7 +302,9 @@ def ablation_methods() -> list[Method]:
     for name in sorted(CONTENT_PASSES):  # each content-aware pass taken out of every profile
         methods.append(TokenPilotMethod(config=_without_pass(name), name=f"tokenpilot_no_{name}"))
     methods.append(TokenPilotMethod(config=Config(small_json_minify=False), name="tokenpilot_no_small_json"))
-    methods.append(TokenPilotMethod(config=Config(small_json_rows=False), name="tokenpilot_no_small_json_rows"))
+    methods.append(
+        TokenPilotMethod(config=Config(small_json_rows=False), name="tokenpilot_no_small_json_rows")
+    )
     for b in (1, 5, None):
         methods.append(TokenPilotMethod(batch_turns=b, name=f"tokenpilot_B{'inf' if b is None else b}"))
     return methods
