@@ -122,3 +122,14 @@ def test_shared_json_outputs_come_back_byte_for_byte():
         assert len(out) < len(o.text) and restore(out) == o.text, (o.trace_set, o.tool)
         n += 1
     assert n >= 1000  # tau-bench's and tau2-bench's tool outputs
+
+
+def test_hostile_nesting_is_bounded_and_still_lossless():
+    for levels, slimmed in ((60, True), (400, False)):  # far deeper than any tool answers
+        value: object = [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
+        for _ in range(levels):
+            value = [{"a": value, "b": 0}, {"a": 1, "b": 2}]
+        doc = json.dumps(value)
+        out = slim(doc)  # never raises: too deep to give back is left as it came
+        assert (out is not None) is slimmed
+        assert out is None or restore(out) == doc

@@ -42,12 +42,17 @@ def _shared_keys(objects: list[Any]) -> list[str] | None:
     return keys if all(list(v) == keys for v in objects[1:]) else None
 
 
-def _as_rows(value: Any, min_rows: int) -> Any:
+_MAX_TABLE_DEPTH = 16  # tables nested deeper are left as lists: each level re-measures its subtree
+
+
+def _as_rows(value: Any, min_rows: int, depth: int = 0) -> Any:
     """`value` with every array of `min_rows`+ like objects (same keys, same order) as
     `{"keys", "rows"}`, and every array of arrays of like objects (tau's one-stop flight
     pairs) as `{"keys", "groups"}`, wherever the table is the shorter form."""
+    if depth > _MAX_TABLE_DEPTH:
+        return value
     if isinstance(value, list):
-        items = [_as_rows(v, min_rows) for v in value]
+        items = [_as_rows(v, min_rows, depth + 1) for v in value]
         table: dict[str, Any] | None = None
         keys = _shared_keys(value) if len(value) >= min_rows else None
         if keys is not None:
@@ -55,13 +60,13 @@ def _as_rows(value: Any, min_rows: int) -> Any:
         elif value and all(isinstance(v, list) and v for v in value):
             keys = _shared_keys([x for v in value for x in v])
             if keys is not None and sum(map(len, value)) >= min_rows:
-                groups = [[list(_as_rows(x, min_rows).values()) for x in v] for v in value]
+                groups = [[list(_as_rows(x, min_rows, depth + 2).values()) for x in v] for v in value]
                 table = {_KEYS: keys, _GROUPS: groups}
         if table is not None and len(_compact(table)) < len(_compact(items)):
             return table
         return items
     if isinstance(value, dict):
-        return {k: _as_rows(v, min_rows) for k, v in value.items()}
+        return {k: _as_rows(v, min_rows, depth + 1) for k, v in value.items()}
     return value
 
 
