@@ -14,7 +14,7 @@ exact; "not a file's text" also leaves out what the passes treat as a file's tex
 never fold: shell commands that print a source file (`cat x.py`, `sed -n 1,80p x.py`)
 and the echo of a write or an edit (see `tokenpilot.passes.folding.is_code_read`).
 
-    .venv/bin/python benchmarks/bench_reduction.py [TRACES_DIR] [--without PASS,...]
+    .venv/bin/python benchmarks/bench_reduction.py [TRACES_DIR] [--without PASS,...] [--in-session]
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class Output:
     tool: str
     arguments: str
     text: str
+    call_id: str = ""
 
 
 def default_traces_dir() -> Path:
@@ -78,7 +79,7 @@ def outputs(traces: Path, gate: int = GATE, below: bool = False) -> Iterator[Out
                 if not isinstance(content, str) or not content or (len(content) <= gate) != below:
                     continue
                 name, args = calls.get(str(m.get("tool_call_id")), (str(m.get("name") or ""), ""))
-                yield Output(folder.name, s.id, name, args, content)
+                yield Output(folder.name, s.id, name, args, content, str(m.get("tool_call_id")))
 
 
 def _args(arguments: str) -> dict:
@@ -137,20 +138,44 @@ class Row:
         )
 
 
+def _tally(rows: dict[str, Row], o: Output, red: str) -> None:
+    for key in ("all", f"set {o.trace_set}", f"tool {o.trace_set}/{o.tool}"):
+        rows[key].add(o.text, red)
+    if not is_code_read(o.tool):
+        rows["non-code-read"].add(o.text, red)
+        rows[f"non-code-read {o.trace_set}"].add(o.text, red)
+    if not reads_a_file(o.tool, _args(o.arguments)):
+        rows["not a file's text"].add(o.text, red)
+        rows[f"not a file's text {o.trace_set}"].add(o.text, red)
+
+
 def measure(traces: Path, cfg: Config, *, below: bool = False) -> dict[str, Row]:
+    """Each output alone, through `reduce_tool_output` (no session state: no dedup)."""
     rows: dict[str, Row] = defaultdict(lambda: Row([], [], []))
     with tempfile.TemporaryDirectory() as tmp:
         tp = TokenPilot(cfg, store=ArtifactStore(tmp), lifecycle=False)
         for o in outputs(traces, below=below):
-            red = tp.reduce_tool_output(o.text, o.tool, o.arguments, session_id=o.session).text
-            for key in ("all", f"set {o.trace_set}", f"tool {o.trace_set}/{o.tool}"):
-                rows[key].add(o.text, red)
-            if not is_code_read(o.tool):
-                rows["non-code-read"].add(o.text, red)
-                rows[f"non-code-read {o.trace_set}"].add(o.text, red)
-            if not reads_a_file(o.tool, _args(o.arguments)):
-                rows["not a file's text"].add(o.text, red)
-                rows[f"not a file's text {o.trace_set}"].add(o.text, red)
+            _tally(rows, o, tp.reduce_tool_output(o.text, o.tool, o.arguments, session_id=o.session).text)
+    return rows
+
+
+def measure_in_session(traces: Path, cfg: Config) -> dict[str, Row]:
+    """The same outputs as each session's history ingests them (`prepare` over the whole
+    recorded history, no eviction): repeated outputs deduplicated, loops withheld."""
+    rows: dict[str, Row] = defaultdict(lambda: Row([], [], []))
+    frozen: dict[tuple[str, str], str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tp = TokenPilot(cfg, store=ArtifactStore(tmp), lifecycle=False)
+        for folder in sorted(p for p in traces.iterdir() if p.is_dir()):
+            for s in load(folder):
+                p = tp.prepare(s.messages, s.tools or None, session_id=s.id)
+                for m in p.messages:
+                    if m.get("role") == "tool" and isinstance(m.get("content"), str):
+                        frozen[(s.id, str(m.get("tool_call_id")))] = m["content"]
+        for o in outputs(traces):
+            red = frozen.get((o.session, o.call_id))
+            if red is not None:
+                _tally(rows, o, red)
     return rows
 
 
@@ -158,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("traces", nargs="?", type=Path, default=default_traces_dir())
     ap.add_argument("--without", default="", help="comma-separated passes to take out of every profile")
+    ap.add_argument(
+        "--in-session",
+        action="store_true",
+        help="also the outputs as their sessions ingest them (dedup included)",
+    )
     args = ap.parse_args(argv)
     if not args.traces.exists():
         print(f"{args.traces} not found", file=sys.stderr)
@@ -167,9 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     if off:
         profiles = {k: tuple(p for p in v if p not in off) for k, v in cfg.profiles.items()}
         cfg = cfg.replace(passes=tuple(p for p in cfg.passes if p not in off), profiles=profiles)
-    for below in (False, True):
-        rows = measure(args.traces, cfg, below=below)
-        print(f"\nTool outputs {'up to' if below else 'above'} {GATE:,} chars\n")
+    tables = [("above", False), ("up to", True)] + ([("in session, above", None)] if args.in_session else [])
+    for label, below in tables:
+        if below is None:
+            rows = measure_in_session(args.traces, cfg)
+        else:
+            rows = measure(args.traces, cfg, below=below)
+        print(f"\nTool outputs {label} {GATE:,} chars\n")
         print(
             "| outputs | count | median ratio | p25 | lines kept verbatim | words kept | unchanged | grown |"
         )
