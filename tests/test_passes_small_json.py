@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from builders import Session
 from conftest import REPO, shared_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -81,22 +82,9 @@ def test_whatever_is_slimmed_comes_back_byte_for_byte(value):
         assert json.loads(out) is not None
 
 
-def _calls(content: str) -> list[dict]:
-    return [
-        {"role": "user", "content": "find me a flight"},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "search_flights", "arguments": "{}"}}
-            ],
-        },
-        {"role": "tool", "tool_call_id": "c1", "content": content},
-    ]
-
-
 def _tool_text(tp: TokenPilot, content: str) -> tuple[str, list[str]]:
-    p = tp.prepare(_calls(content), session_id="s")
+    history = Session().user("find me a flight").call("search_flights", {}, content).msgs
+    p = tp.prepare(history, session_id="s")
     return next(m for m in p.messages if m.get("role") == "tool")["content"], list(p.stats.artifacts)
 
 
