@@ -12,6 +12,7 @@ from typing import Any
 from .config import CONTENT_PASSES, PASS_ORDER, Config
 from .passes.base import PassContext, ReductionPass
 from .passes.diff_folding import DiffFolding
+from .passes.folding import is_code_read
 from .passes.format_cleaning import FormatCleaning
 from .passes.format_slimming import FormatSlimming
 from .passes.html import HtmlSlimming
@@ -101,9 +102,12 @@ class Pipeline:
     def slim_json(self, text: str, ctx: PassContext) -> str | None:
         """A JSON output re-encoded losslessly (`small_json_minify`, `small_json_rows`; see
         passes/small_json.py) when that saves `min_saving`, else None. Small outputs count
-        in tokens: `", "` -> `","` saves more tokens than chars."""
-        if not self.cfg.small_json_minify or not any(
-            n == "json_minify" for n, _ in self.passes_for(ctx.tool_name)
+        in tokens: `", "` -> `","` saves more tokens than chars. A file's text (`cat x.json`)
+        stays exact: the agent may quote it back in an edit."""
+        if (
+            not self.cfg.small_json_minify
+            or not any(n == "json_minify" for n, _ in self.passes_for(ctx.tool_name))
+            or is_code_read(ctx.tool_name, ctx.arguments)
         ):
             return None
         out = slim(text, rows=self.cfg.small_json_rows)

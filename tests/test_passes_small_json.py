@@ -121,3 +121,14 @@ def test_hostile_nesting_is_bounded_and_still_lossless():
         out = slim(doc)  # never raises: too deep to give back is left as it came
         assert (out is not None) is slimmed
         assert out is None or restore(out) == doc
+
+
+def test_a_file_printed_by_the_shell_stays_exact(tmp_path):
+    doc = json.dumps(FLIGHTS)
+    tp = TokenPilot(store=ArtifactStore(str(tmp_path)), lifecycle=False)
+    history = Session().user("show it").call("bash", {"command": "cat flights.json"}, doc).msgs
+    p = tp.prepare(history, session_id="s")
+    assert next(m for m in p.messages if m.get("role") == "tool")["content"] == doc
+    history = Session().user("search").call("bash", {"command": "curl -s api/flights"}, doc).msgs
+    p = tp.prepare(history, session_id="t")
+    assert restore(next(m for m in p.messages if m.get("role") == "tool")["content"]) == doc
