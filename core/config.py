@@ -80,9 +80,11 @@ class Config:
     between tokens), when its tool's passes include `json_minify` and that saves at least
     `min_saving`. Nothing is stored and no footer is added (a footer would cost more than a
     small output saves): the rewrite is used only when `passes.small_json.restore` gives the
-    original back byte for byte, so no byte is lost (I3) without any recall. Measured
-    (openai profile, continuous, with `small_json_rows`): tau-bench 0.997x -> see README,
-    tau2-bench 1.001x -> see README; other sets send no such outputs."""
+    original back byte for byte, so no byte is lost (I3) without any recall. Above the gate
+    the same re-encoding is used when it is no longer than what the cutting passes give
+    (no artifact, so `recall_artifact` need not join the tools). Measured (openai profile,
+    continuous, with `small_json_rows`): tau-bench 0.997x -> 0.947x of vanilla, tau2-bench
+    1.001x -> 0.972x; the other shared sets and the built-in workload unchanged."""
     small_json_rows: bool = True
     """With `small_json_minify`, arrays of two or more objects with the same keys in the same
     order become `{"keys": [...], "rows": [[...], ...]}` (every value kept, in order; the
