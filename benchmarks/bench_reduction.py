@@ -4,13 +4,17 @@ Every tool output above the 2,200-char gate in the shared recorded sessions (fou
 through the trace importers) goes through `TokenPilot().reduce_tool_output`, as a host
 plugin would send it. Printed per trace set and per tool: count, median and p25 of
 reduced/original chars, the share of the original's non-blank lines kept verbatim in
-the reduced text (line-number prefixes ignored), and how many grew. "non-code-read"
+the reduced text (line-number prefixes ignored), the share of its distinct words (runs
+of letters, digits and `_`: names, ids, numbers) still visible, which counts a JSON value
+kept in a re-encoded row where a verbatim line does not, and how many grew. A second
+table does the same for the outputs under the gate, which only the lossless JSON
+re-encoding (`small_json`) touches. "non-code-read"
 is every output except file reads by tool name (`Read`, `read_file`, ...), which stay
 exact; "not a file's text" also leaves out what the passes treat as a file's text and
 never fold: shell commands that print a source file (`cat x.py`, `sed -n 1,80p x.py`)
 and the echo of a write or an edit (see `tokenpilot.passes.folding.is_code_read`).
 
-    .venv/bin/python benchmarks/bench_reduction.py [TRACES_DIR] [--config-off PASS,...]
+    .venv/bin/python benchmarks/bench_reduction.py [TRACES_DIR] [--without PASS,...] [--in-session]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from tokenpilot.passes.truncate import tool_family
 GATE = 2200
 READ_FAMILIES = frozenset({"read", "file_read", "read_file", "view", "cat", "notebook_read"})
 _NUMBER_PREFIX = re.compile(r"^[ \t]*\d{1,9}(?:→|\t|:|\s?\|)")
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,7 @@ class Output:
     tool: str
     arguments: str
     text: str
+    call_id: str = ""
 
 
 def default_traces_dir() -> Path:
@@ -57,8 +63,9 @@ def default_traces_dir() -> Path:
     return shared / "traces"
 
 
-def outputs(traces: Path, gate: int = GATE) -> Iterator[Output]:
-    """Every string tool result longer than `gate` chars, in file and message order."""
+def outputs(traces: Path, gate: int = GATE, below: bool = False) -> Iterator[Output]:
+    """Every string tool result longer than `gate` chars (with `below`: the non-empty ones
+    up to `gate` chars instead), in file and message order."""
     for folder in sorted(p for p in traces.iterdir() if p.is_dir()):
         for s in load(folder):
             calls: dict[str, tuple[str, str]] = {}
@@ -69,10 +76,10 @@ def outputs(traces: Path, gate: int = GATE) -> Iterator[Output]:
                 if m.get("role") != "tool":
                     continue
                 content = m.get("content")
-                if not isinstance(content, str) or len(content) <= gate:
+                if not isinstance(content, str) or not content or (len(content) <= gate) != below:
                     continue
                 name, args = calls.get(str(m.get("tool_call_id")), (str(m.get("name") or ""), ""))
-                yield Output(folder.name, s.id, name, args, content)
+                yield Output(folder.name, s.id, name, args, content, str(m.get("tool_call_id")))
 
 
 def _args(arguments: str) -> dict:
@@ -98,16 +105,26 @@ def kept_share(original: str, reduced: str) -> float:
     return sum(1 for ln in lines if ln in have) / len(lines)
 
 
+def words_kept(original: str, reduced: str) -> float:
+    """Share of the original's distinct words (`\\w+`) that the reduced text still shows."""
+    words = set(_WORD.findall(original))
+    if not words:
+        return 1.0
+    return len(words & set(_WORD.findall(reduced))) / len(words)
+
+
 @dataclass(slots=True)
 class Row:
     ratios: list[float]
     kept: list[float]
+    words: list[float]
     grown: int = 0
     unchanged: int = 0
 
     def add(self, orig: str, red: str) -> None:
         self.ratios.append(len(red) / len(orig))
         self.kept.append(kept_share(orig, red))
+        self.words.append(words_kept(orig, red))
         self.grown += len(red) > len(orig)
         self.unchanged += red == orig
 
@@ -116,24 +133,49 @@ class Row:
         p25 = r[max(0, (len(r) + 3) // 4 - 1)] if r else float("nan")
         return (
             f"| {label} | {len(r)} | {statistics.median(r):.3f} | {p25:.3f} | "
-            f"{statistics.mean(self.kept):.1%} | {self.unchanged} | {self.grown} |"
+            f"{statistics.mean(self.kept):.1%} | {statistics.mean(self.words):.1%} | "
+            f"{self.unchanged} | {self.grown} |"
         )
 
 
-def measure(traces: Path, cfg: Config) -> dict[str, Row]:
-    rows: dict[str, Row] = defaultdict(lambda: Row([], []))
+def _tally(rows: dict[str, Row], o: Output, red: str) -> None:
+    for key in ("all", f"set {o.trace_set}", f"tool {o.trace_set}/{o.tool}"):
+        rows[key].add(o.text, red)
+    if not is_code_read(o.tool):
+        rows["non-code-read"].add(o.text, red)
+        rows[f"non-code-read {o.trace_set}"].add(o.text, red)
+    if not reads_a_file(o.tool, _args(o.arguments)):
+        rows["not a file's text"].add(o.text, red)
+        rows[f"not a file's text {o.trace_set}"].add(o.text, red)
+
+
+def measure(traces: Path, cfg: Config, *, below: bool = False) -> dict[str, Row]:
+    """Each output alone, through `reduce_tool_output` (no session state: no dedup)."""
+    rows: dict[str, Row] = defaultdict(lambda: Row([], [], []))
     with tempfile.TemporaryDirectory() as tmp:
         tp = TokenPilot(cfg, store=ArtifactStore(tmp), lifecycle=False)
+        for o in outputs(traces, below=below):
+            _tally(rows, o, tp.reduce_tool_output(o.text, o.tool, o.arguments, session_id=o.session).text)
+    return rows
+
+
+def measure_in_session(traces: Path, cfg: Config) -> dict[str, Row]:
+    """The same outputs as each session's history ingests them (`prepare` over the whole
+    recorded history, no eviction): repeated outputs deduplicated, loops withheld."""
+    rows: dict[str, Row] = defaultdict(lambda: Row([], [], []))
+    frozen: dict[tuple[str, str], str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tp = TokenPilot(cfg, store=ArtifactStore(tmp), lifecycle=False)
+        for folder in sorted(p for p in traces.iterdir() if p.is_dir()):
+            for s in load(folder):
+                p = tp.prepare(s.messages, s.tools or None, session_id=s.id)
+                for m in p.messages:
+                    if m.get("role") == "tool" and isinstance(m.get("content"), str):
+                        frozen[(s.id, str(m.get("tool_call_id")))] = m["content"]
         for o in outputs(traces):
-            red = tp.reduce_tool_output(o.text, o.tool, o.arguments, session_id=o.session).text
-            for key in ("all", f"set {o.trace_set}", f"tool {o.trace_set}/{o.tool}"):
-                rows[key].add(o.text, red)
-            if not is_code_read(o.tool):
-                rows["non-code-read"].add(o.text, red)
-                rows[f"non-code-read {o.trace_set}"].add(o.text, red)
-            if not reads_a_file(o.tool, _args(o.arguments)):
-                rows["not a file's text"].add(o.text, red)
-                rows[f"not a file's text {o.trace_set}"].add(o.text, red)
+            red = frozen.get((o.session, o.call_id))
+            if red is not None:
+                _tally(rows, o, red)
     return rows
 
 
@@ -141,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("traces", nargs="?", type=Path, default=default_traces_dir())
     ap.add_argument("--without", default="", help="comma-separated passes to take out of every profile")
+    ap.add_argument(
+        "--in-session",
+        action="store_true",
+        help="also the outputs as their sessions ingest them (dedup included)",
+    )
     args = ap.parse_args(argv)
     if not args.traces.exists():
         print(f"{args.traces} not found", file=sys.stderr)
@@ -150,14 +197,24 @@ def main(argv: list[str] | None = None) -> int:
     if off:
         profiles = {k: tuple(p for p in v if p not in off) for k, v in cfg.profiles.items()}
         cfg = cfg.replace(passes=tuple(p for p in cfg.passes if p not in off), profiles=profiles)
-    rows = measure(args.traces, cfg)
-    print("| outputs | count | median ratio | p25 | lines kept verbatim | unchanged | grown |")
-    print("|---|---|---|---|---|---|---|")
-    order = sorted(
-        rows, key=lambda k: (k != "all", k != "non-code-read", k.startswith("tool"), k.split(" ")[0], k)
-    )
-    for key in order:
-        print(rows[key].line(key))
+    tables = [("above", False), ("up to", True)] + ([("in session, above", None)] if args.in_session else [])
+    for label, below in tables:
+        if below is None:
+            rows = measure_in_session(args.traces, cfg)
+        else:
+            rows = measure(args.traces, cfg, below=below)
+        print(f"\nTool outputs {label} {GATE:,} chars\n")
+        print(
+            "| outputs | count | median ratio | p25 | lines kept verbatim | words kept | unchanged | grown |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+        order = sorted(
+            rows, key=lambda k: (k != "all", k != "non-code-read", k.startswith("tool"), k.split(" ")[0], k)
+        )
+        for key in order:
+            if below and key.startswith("tool") and rows[key].unchanged == len(rows[key].ratios):
+                continue  # under the gate, only the tools something happens to
+            print(rows[key].line(key))
     return 0
 
 

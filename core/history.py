@@ -331,8 +331,9 @@ class History:
             put=put,
         )
         content = got.message.get("content")
-        reduced = got.artifact_id is not None and isinstance(content, str)
-        if reduced:
+        # cut (with an artifact), or JSON re-encoded with nothing lost (`small_json`, no artifact)
+        reduced = isinstance(content, str) and (got.artifact_id is not None or got.note == "small_json")
+        if got.artifact_id is not None and reduced:
             with s.lock:
                 s.recallable = True
         return (content if reduced else text), (got.artifact_id if reduced else None), got.passes

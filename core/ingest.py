@@ -20,23 +20,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._canonical import artifact_id_for, canonical_json, sha256_hex
-from .config import CONTENT_PASSES, PASS_ORDER, Config
+from .config import Config
+from .ingest_intent import ingest_assistant, ingest_user, safe_image
 from .messages import content_text
-from .passes.base import PassContext, ReductionPass, preview, recall_hint
-from .passes.diff_folding import DiffFolding
-from .passes.format_cleaning import FormatCleaning
-from .passes.format_slimming import FormatSlimming
-from .passes.html import HtmlSlimming
-from .passes.images import ImageDownsample, downsample_image_part
-from .passes.json_arrays import JsonArrays
-from .passes.json_minify import JsonMinify
-from .passes.line_numbers import LineNumberStrip
-from .passes.log_folding import LogFolding
-from .passes.paths import PathTruncation
-from .passes.search_listing import SearchListing
-from .passes.tool_args import ToolArgTruncation
-from .passes.truncate import DEFAULT_LIMITS, Truncation, tool_family
+from .passes.base import PassContext, preview, recall_hint
+from .pipeline import Ingested, Pipeline
 from .stabilize import RECALL_TOOL_NAME
+
+__all__ = [
+    "DEDUP_NOTE",
+    "IngestState",
+    "Ingested",
+    "Pipeline",
+    "ToolCallInfo",
+    "artifact_ids_in",
+    "hard_limited",
+    "ingest_assistant",
+    "ingest_tool_result",
+    "ingest_user",
+    "looks_binary",
+]
 
 _PATH_ARG_KEYS = (
     "file_path",
@@ -119,95 +122,6 @@ class IngestState:
             dict(data.get("recall_counts", {})),
             dict(data.get("artifact_sources", {})),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Ingested:
-    """A message's frozen form and what happened to it."""
-
-    message: dict[str, Any]
-    artifact_id: str | None = None  # the stored original, when anything was cut
-    passes: tuple[str, ...] = ()
-    raw_chars: int = 0
-    chars: int = 0
-    note: str = ""  # "dedup", "loop", "binary", "gated", "hard_limit", "not_smaller", "small_json" or ""
-
-
-class Pipeline:
-    """The enabled passes, built once from a `Config`, and how to run them on a text."""
-
-    def __init__(self, cfg: Config) -> None:
-        self.cfg = cfg
-        limits = DEFAULT_LIMITS if cfg.truncation_limits is None else cfg.truncation_limits
-        self.images = ImageDownsample(max_bitmap_bytes=cfg.image_max_bytes, max_svg_bytes=cfg.svg_max_bytes)
-        self.tool_args = ToolArgTruncation(
-            max_chars=cfg.tool_arg_max_chars, head=cfg.preview_head, tail=cfg.preview_tail
-        )
-        self._all: dict[str, ReductionPass] = {
-            "image_downsample": self.images,
-            "json_arrays": JsonArrays(),
-            "diff_folding": DiffFolding(),
-            "search_listing": SearchListing(),
-            "log_folding": LogFolding(),
-            "html_slimming": HtmlSlimming(),
-            "json_minify": JsonMinify(),
-            "format_cleaning": FormatCleaning(),
-            "line_number_strip": LineNumberStrip(compact=cfg.line_numbers == "compact"),
-            "format_slimming": FormatSlimming(),
-            "path_truncation": PathTruncation(max_len=cfg.path_max_chars),
-            "truncate": Truncation(
-                limits=limits,
-                default_limit=cfg.default_truncation_limit,
-                head=cfg.preview_head,
-                tail=cfg.preview_tail,
-            ),
-        }
-        self._profiles = {k.lower(): v for k, v in cfg.profiles.items()}
-        # Small outputs: every saving counts in tokens (`", "` -> `","` saves more tokens than chars).
-        self._small_json = JsonMinify(min_saving_ratio=cfg.min_saving)
-
-    def passes_for(self, tool_name: str) -> list[tuple[str, ReductionPass]]:
-        names = self._profiles.get(tool_name.lower())
-        if names is None:
-            names = self._profiles.get(tool_family(tool_name))
-        enabled = set(self.cfg.passes if names is None else names)
-        return [(n, self._all[n]) for n in PASS_ORDER if n in enabled]
-
-    def reduce_text(self, text: str, ctx: PassContext) -> tuple[str, tuple[str, ...]]:
-        source = text
-        applied: list[str] = []
-        for name, p in self.passes_for(ctx.tool_name):
-            if name in CONTENT_PASSES and CONTENT_PASSES.intersection(applied):
-                continue  # its line numbers would not be the original's
-            try:
-                out = p.apply(text, ctx)
-            except Exception:  # a pass must never take the agent down; keep the text as it is
-                continue
-            if out is not text and out != text:
-                if name == "truncate" and text is not source:
-                    # Still too long after the other passes: preview the original itself, so
-                    # the kept head and tail are its bytes and the marker's lines are its lines.
-                    return p.apply(source, ctx), ("truncate",)
-                applied.append(name)
-                text = out
-        return text, tuple(applied)
-
-    def minify_small(self, text: str, ctx: PassContext) -> str | None:
-        """`text` minified when it is a small JSON output worth it (`small_json_minify`), else None."""
-        if not self.cfg.small_json_minify or not any(
-            n == "json_minify" for n, _ in self.passes_for(ctx.tool_name)
-        ):
-            return None
-        try:
-            out = self._small_json.apply(text, ctx)
-        except Exception:
-            return None
-        if out is text or len(out) > len(text) * (1.0 - self.cfg.min_saving):
-            return None
-        return out
-
-    def image_enabled(self, tool_name: str) -> bool:
-        return any(n == "image_downsample" for n, _ in self.passes_for(tool_name))
 
 
 def looks_binary(text: str) -> bool:
@@ -304,11 +218,11 @@ def ingest_tool_result(
 
     if raw_chars < cfg.trigger_min_chars:
         state.seen_outputs.setdefault(aid, tool)
-        small = pipeline.minify_small(text, ctx)
-        if small is not None:  # the same JSON value, re-encoded: nothing to store or recall
-            frozen = dict(msg)
-            frozen["content"] = small
-            return Ingested(frozen, None, ("json_minify",), raw_chars, len(small), "small_json")
+        small = pipeline.slim_json(text, ctx)
+        if small is not None:  # the original is `small_json.restore(small)`: nothing to store or recall
+            return Ingested(
+                {**msg, "content": small}, None, ("small_json",), raw_chars, len(small), "small_json"
+            )
         return Ingested(dict(msg), None, (), raw_chars, raw_chars)
 
     if cfg.dedup and aid in state.seen_outputs and raw_chars - _DEDUP_CHARS >= min_saved_chars:
@@ -332,7 +246,15 @@ def ingest_tool_result(
         applied += ("hard_limit",)
         note = "hard_limit"
     final = _footer(out, raw_chars, applied, aid) if applied else text
-    if not applied or not _worth_it(len(final), raw_chars, applied, cfg, min_saved_chars):
+    worth = bool(applied) and _worth_it(len(final), raw_chars, applied, cfg, min_saved_chars)
+    lossless = pipeline.slim_json(text, ctx) if raw_chars <= cfg.hard_limit_chars else None
+    if lossless is not None and (not worth or len(lossless) <= len(final)):
+        # JSON re-encoded with nothing lost beats a cut of the same size: no artifact, no recall.
+        state.seen_outputs.setdefault(aid, tool)
+        return Ingested(
+            {**msg, "content": lossless}, None, ("small_json",), raw_chars, len(lossless), "small_json"
+        )
+    if not worth:
         state.seen_outputs.setdefault(aid, tool)
         return Ingested(dict(msg), None, (), raw_chars, raw_chars, "" if not applied else "not_smaller")
     put(original)
@@ -449,7 +371,7 @@ def _ingest_parts(
                         new = {**part, "text": reduced}
                         applied += [n for n in names if n not in applied]
             elif part.get("type") == "image_url" and pipeline.image_enabled(ctx.tool_name):
-                new = _safe_image(part, ctx, pipeline)
+                new = safe_image(part, ctx, pipeline)
                 if new is not part and "image_downsample" not in applied:
                     applied.append("image_downsample")
         out_parts.append(new)
@@ -465,73 +387,6 @@ def _ingest_parts(
         return Ingested(dict(msg), None, (), len(original), len(original), "not_smaller" if applied else "")
     put(original)
     return _done(msg, out_parts, aid, tuple(applied), len(original), "", state, ctx.tool_name)
-
-
-def _safe_image(part: Mapping[str, Any], ctx: PassContext, pipeline: Pipeline) -> Any:
-    try:
-        return downsample_image_part(dict(part), ctx, settings=pipeline.images)
-    except Exception:
-        return part
-
-
-def ingest_assistant(msg: Mapping[str, Any], *, pipeline: Pipeline, put: Callable[[str], str]) -> Ingested:
-    """The agent's own message: only oversized tool-call argument strings are cut."""
-    calls = msg.get("tool_calls")
-    if not calls or not pipeline.cfg.tool_arg_max_chars:
-        return Ingested(dict(msg))
-    new_calls = []
-    changed = False
-    aids = []
-    for call in calls:
-        fn = call.get("function") or {}
-        args = fn.get("arguments")
-        if not isinstance(args, str) or len(args) <= pipeline.cfg.tool_arg_max_chars:
-            new_calls.append(call)
-            continue
-        aid = artifact_id_for(args)
-        ctx = PassContext(tool_name=str(fn.get("name", "")), artifact_id=aid)
-        try:
-            out = pipeline.tool_args.apply_arguments(args, ctx)
-        except Exception:
-            out = args
-        if out is args or out == args:
-            new_calls.append(call)
-            continue
-        put(args)
-        aids.append(aid)
-        new_calls.append({**call, "function": {**fn, "arguments": out}})
-        changed = True
-    if not changed:
-        return Ingested(dict(msg))
-    frozen = dict(msg)
-    frozen["tool_calls"] = new_calls
-    return Ingested(frozen, aids[0], ("tool_arg_truncation",), note="")
-
-
-def ingest_user(msg: Mapping[str, Any], *, pipeline: Pipeline, put: Callable[[str], str]) -> Ingested:
-    """User words are never touched; only oversized image parts are downsampled."""
-    content = msg.get("content")
-    if not pipeline.cfg.downsample_user_images or not isinstance(content, list):
-        return Ingested(dict(msg))
-    out = []
-    aid = None
-    for part in content:
-        if isinstance(part, Mapping) and part.get("type") == "image_url":
-            url = (part.get("image_url") or {}).get("url")
-            if isinstance(url, str) and url.startswith("data:"):
-                part_aid = artifact_id_for(url)
-                new = _safe_image(part, PassContext(artifact_id=part_aid), pipeline)
-                if new is not part:
-                    put(url)
-                    aid = aid or part_aid
-                out.append(new)
-                continue
-        out.append(part)
-    if aid is None:
-        return Ingested(dict(msg))
-    frozen = dict(msg)
-    frozen["content"] = out
-    return Ingested(frozen, aid, ("image_downsample",))
 
 
 _ART_RE = re.compile(r"art_[0-9a-f]{24}")

@@ -270,7 +270,9 @@ def test_small_json_outputs_are_minified_without_store_or_footer(tmp_path):
     got = next(m for m in p.messages if m.get("role") == "tool")["content"]
     assert json.loads(got) == json.loads(doc) and len(got) < len(doc) and "tokenpilot" not in got
     assert not p.stats.artifacts
-    off = TokenPilot(store=ArtifactStore(str(tmp_path / "b")), lifecycle=False)  # off by default (I3)
+    off = TokenPilot(
+        Config(small_json_minify=False), store=ArtifactStore(str(tmp_path / "b")), lifecycle=False
+    )
     assert (
         next(m for m in off.prepare(msgs, session_id="s").messages if m.get("role") == "tool")["content"]
         == doc

@@ -227,7 +227,7 @@ def ablation_methods() -> list[Method]:
     """Vanilla, TokenPilot, and TokenPilot with one thing taken away each: every segment
     rule, the window rule, the window's exemption for what the last turns used, all
     segment rules (whole tasks only, as in the paper), compact line numbers, the
-    segment-aware gate's minimum, each content-aware pass; small-JSON minifying added (off by default); then the batch sweep (B = 1, 5, ∞)."""
+    segment-aware gate's minimum, each content-aware pass, the lossless JSON re-encoding (and its rows); then the batch sweep (B = 1, 5, ∞)."""
     full = SegmentRules()
     methods: list[Method] = [Vanilla(), TokenPilotMethod(name="tokenpilot")]
     for rule, off in _RULE_FIELDS.items():
@@ -245,8 +245,9 @@ def ablation_methods() -> list[Method]:
     methods.append(TokenPilotMethod(lifecycle={"min_evict_tokens": 0}, name="tokenpilot_no_min_evict"))
     for name in sorted(CONTENT_PASSES):  # each content-aware pass taken out of every profile
         methods.append(TokenPilotMethod(config=_without_pass(name), name=f"tokenpilot_no_{name}"))
+    methods.append(TokenPilotMethod(config=Config(small_json_minify=False), name="tokenpilot_no_small_json"))
     methods.append(
-        TokenPilotMethod(config=Config(small_json_minify=True), name="tokenpilot_small_json_minify")
+        TokenPilotMethod(config=Config(small_json_rows=False), name="tokenpilot_no_small_json_rows")
     )
     for b in (1, 5, None):
         methods.append(TokenPilotMethod(batch_turns=b, name=f"tokenpilot_B{'inf' if b is None else b}"))
