@@ -22,7 +22,7 @@ MAX_LINES = 500
 NOT_RUNTIME = ("measure", "passes")
 """The measurement wing, and the passes (one pure function each, sized by their format)."""
 
-SIZE_EXEMPT = {"ingest.py": "the ingestion gate, being changed by another engineer this round; split it next"}
+SIZE_EXEMPT: dict[str, str] = {}  # file name -> why it may be longer (none today)
 
 
 def module_name(path: Path, root: Path = CORE, package: str = PACKAGE) -> str:
