@@ -27,6 +27,7 @@ from typing import Any
 from ._canonical import canonical_json, sha256_hex
 from .artifacts import RecallResult
 from .config import BULKY_TOOL_FAMILIES, Config
+from .elision import HeldElisions, elides
 from .errors import MessageError
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
 from .fingerprint import digest_from_json, digest_to_json, keep, keep_calls, same, same_calls
@@ -193,6 +194,7 @@ class Session:
         self.calls_prepared = 0
         self.lifecycle: Any = None
         self.recallable = False  # something was stored or evicted: recall_artifact is listed
+        self.elisions = HeldElisions()  # the caller's rolling elisions, applied in batches
 
 
 def _bulky(tools: Any) -> bool:
@@ -336,6 +338,8 @@ class TokenPilot:
             s = self._sessions.get(session_id)
             if s is None:
                 s = Session(session_id)
+                if self.lifecycle_config is not None and self.lifecycle_config.batch_turns:
+                    s.elisions.batch_calls = self.lifecycle_config.batch_turns  # the same B
                 if self.lifecycle_factory is not None:
                     s.lifecycle = self.lifecycle_factory(
                         session_id, lambda text: self.store.put(session_id, text)
@@ -435,7 +439,7 @@ class TokenPilot:
         malformed = 0
         k = self._leading_system(messages)
         history = messages[k:]
-        n = self._match(s, history)
+        n = self._hold_elisions(s, history, self._match(s, history))
         for i in range(n, len(history)):  # refuse before any state changes; older ones passed
             check_depth(history[i], cfg.max_depth, k + i)
         self._update_system(s, messages[:k], warnings)
@@ -457,8 +461,15 @@ class TokenPilot:
                 warnings.append(str(exc))
                 s.entries.append(self._capped(s, self._passthrough_entry(msg), stored, store_errors))
                 continue
-            if cfg.recall_tool_from == "auto" and not s.recallable and msg.get("tool_calls"):
-                s.recallable = _bulky(msg["tool_calls"])  # known from the calls when the tool list is not
+            if (
+                cfg.recall_tool_from == "auto"
+                and not s.recallable
+                and msg.get("tool_calls")
+                and not s.calls_prepared
+            ):
+                # known from the calls when the tool list is not; only at the first call: later
+                # the tool joins for something to recall (a tool added later breaks the prefix)
+                s.recallable = _bulky(msg["tool_calls"])
             entry = self._ingest(s, msg, stored, store_errors)
             if entry.artifact_id:
                 reduced += 1
@@ -530,31 +541,55 @@ class TokenPilot:
         """How many leading messages are already ingested, unchanged (ids may differ)."""
         n = 0
         for entry, msg in zip(s.entries, history):
-            if not isinstance(msg, Mapping):
-                if entry.frozen is msg or entry.frozen == msg:
-                    n += 1
-                    continue
+            if not self._same(entry, msg):
                 break
-            if entry.live:
-                if (
-                    entry.role == msg.get("role")
-                    and entry.name == msg.get("name")
-                    and same_calls(entry.calls, _sig_calls(msg))
-                    and same(entry.content, msg.get("content"))
-                ):
-                    n += 1
-                    continue
-                break
-            if nesting_exceeds(msg, self.config.max_depth) or not _hashable(msg):
-                break  # refused by the depth check, or passed through as malformed
-            if entry.raw_hash == _raw_hash(msg):
-                entry.role, entry.name = msg.get("role"), msg.get("name")
-                entry.content, entry.calls = _kept_fields(msg, entry.frozen)
-                entry.live = True
-                n += 1
-                continue
-            break
+            n += 1
         return n
+
+    def _same(self, entry: _Entry, msg: Any) -> bool:
+        """Is `msg` the message `entry` ingested (ids may differ)?"""
+        if not isinstance(msg, Mapping):
+            return entry.frozen is msg or entry.frozen == msg
+        if entry.live:
+            return (
+                entry.role == msg.get("role")
+                and entry.name == msg.get("name")
+                and same_calls(entry.calls, _sig_calls(msg))
+                and same(entry.content, msg.get("content"))
+            )
+        if nesting_exceeds(msg, self.config.max_depth) or not _hashable(msg):
+            return False  # refused by the depth check, or passed through as malformed
+        if entry.raw_hash == _raw_hash(msg):
+            entry.role, entry.name = msg.get("role"), msg.get("name")
+            entry.content, entry.calls = _kept_fields(msg, entry.frozen)
+            entry.live = True
+            return True
+        return False
+
+    def _hold_elisions(self, s: Session, history: list[Any], n: int) -> int:
+        """Where ingestion resumes when the caller's only rewrite is its own rolling
+        elision of old environment output (`tokenpilot.elision`): past the held messages,
+        which keep their frozen form until the next batch boundary; `n` otherwise."""
+        held = s.elisions
+        end = len(s.entries)
+        if n >= end or len(history) < end:
+            held.clear()
+            return n
+        count = 0
+        for i in range(n, end):
+            msg, entry = history[i], s.entries[i]
+            if self._same(entry, msg):
+                continue
+            prev = s.entries[i - 1].role if i else None
+            if not isinstance(msg, Mapping) or not elides(entry, msg, _ids(msg), _msg_tokens(msg), prev):
+                held.clear()  # a rewrite of another kind: the new history is the base now
+                return n
+            count += 1
+        if held.due(s.calls_prepared):
+            held.apply(count)
+            return n
+        held.hold(count, s.calls_prepared)
+        return end
 
     def _truncate(self, s: Session, n: int, *, keep_updates: bool = False) -> None:
         """The caller rewrote history from message n: forget later entries, rebuild state."""
