@@ -461,15 +461,8 @@ class TokenPilot:
                 warnings.append(str(exc))
                 s.entries.append(self._capped(s, self._passthrough_entry(msg), stored, store_errors))
                 continue
-            if (
-                cfg.recall_tool_from == "auto"
-                and not s.recallable
-                and msg.get("tool_calls")
-                and not s.calls_prepared
-            ):
-                # known from the calls when the tool list is not; only at the first call: later
-                # the tool joins for something to recall (a tool added later breaks the prefix)
-                s.recallable = _bulky(msg["tool_calls"])
+            if cfg.recall_tool_from == "auto" and not s.recallable and msg.get("tool_calls"):
+                s.recallable = _bulky(msg["tool_calls"])  # known from the calls when the tool list is not
             entry = self._ingest(s, msg, stored, store_errors)
             if entry.artifact_id:
                 reduced += 1
