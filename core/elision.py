@@ -84,6 +84,9 @@ class HeldElisions:
             log.info("tokenpilot: applied %d elision(s) the caller made since call %s", count, self.since)
         self.since, self.held = None, 0
 
+    def stats(self) -> dict[str, int]:
+        return {"elisions_held_calls": self.held_calls, "elision_batches": self.batches}
+
     def clear(self) -> None:
         """A rewrite that is not an elision: nothing is held any more."""
         self.since, self.held = None, 0

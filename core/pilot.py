@@ -450,6 +450,10 @@ class TokenPilot:
         n, before = self._retry_unstored(s, n, store_errors)
         stored: list[str] = []
         reduced = 0
+        # The agent's first tool calls tell whether its outputs run large; a tool added
+        # on a later call re-sends the whole cached prefix, so then it waits for
+        # something to recall (an artifact worth that, or an eviction).
+        judge_calls = not s.recallable and not any(e.calls for e in s.entries[:n])
         for i in range(n, len(history)):
             msg = history[i]
             try:
@@ -461,7 +465,7 @@ class TokenPilot:
                 warnings.append(str(exc))
                 s.entries.append(self._capped(s, self._passthrough_entry(msg), stored, store_errors))
                 continue
-            if cfg.recall_tool_from == "auto" and not s.recallable and msg.get("tool_calls"):
+            if cfg.recall_tool_from == "auto" and judge_calls and not s.recallable and msg.get("tool_calls"):
                 s.recallable = _bulky(msg["tool_calls"])  # known from the calls when the tool list is not
             entry = self._ingest(s, msg, stored, store_errors)
             if entry.artifact_id:
@@ -999,7 +1003,9 @@ class TokenPilot:
 
     def lifecycle_stats(self, session_id: str) -> dict[str, Any]:
         s = self._sessions.get(session_id)
-        return dict(s.lifecycle.stats) if s is not None and s.lifecycle is not None else {}
+        if s is None or s.lifecycle is None:
+            return {}
+        return {**s.lifecycle.stats, **s.elisions.stats()}  # the caller's elisions, batched
 
     # -- a tool output before the host stores it ----------------------------------
     def reduce_tool_output(

@@ -184,9 +184,12 @@ def test_held_elisions_count_their_batches():
     assert held.batches == 1 and held.since is None and held.held_calls == 1
 
 
-def test_the_default_constructor_uses_the_lifecycle_batch():
+def test_the_default_constructor_uses_the_lifecycle_batch_and_counts_in_stats():
     tp = TokenPilot()
-    assert tp.session("x").elisions.batch_calls == tp.lifecycle_config.batch_turns
+    assert tp.session("s").elisions.batch_calls == tp.lifecycle_config.batch_turns
+    run(tp, tool_session(8))
+    stats = tp.lifecycle_stats("s")
+    assert stats["elision_batches"] >= 1 and stats["elisions_held_calls"] >= 2
 
 
 def test_the_marshmallow_recording_breaks_once_where_swe_agent_broke_every_call():
