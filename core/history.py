@@ -14,6 +14,7 @@ from typing import Any
 
 from ._canonical import canonical_json, sha256_hex
 from .config import BULKY_TOOL_FAMILIES, Config
+from .elision import elides
 from .errors import MessageError
 from .fingerprint import keep, keep_calls, same, same_calls
 from .ingest import (
@@ -66,6 +67,10 @@ class History:
         cfg = self.config
         malformed = 0
         reduced = 0
+        # The agent's first tool calls tell whether its outputs run large; a tool added
+        # on a later call re-sends the whole cached prefix, so then it waits for
+        # something to recall (an artifact worth that, or an eviction).
+        judge_calls = not s.recallable and not any(e.calls for e in s.entries[:n])
         for i in range(n, len(history)):
             msg = history[i]
             try:
@@ -77,7 +82,7 @@ class History:
                 warnings.append(str(exc))
                 s.entries.append(self._capped(s, self._passthrough_entry(msg), stored, store_errors))
                 continue
-            if cfg.recall_tool_from == "auto" and not s.recallable and msg.get("tool_calls"):
+            if cfg.recall_tool_from == "auto" and judge_calls and not s.recallable and msg.get("tool_calls"):
                 s.recallable = bulky(msg["tool_calls"])  # known from the calls when the tool list is not
             entry = self._ingest(s, msg, stored, store_errors)
             if entry.artifact_id:
@@ -89,31 +94,55 @@ class History:
         """How many leading messages are already ingested, unchanged (ids may differ)."""
         n = 0
         for entry, msg in zip(s.entries, history):
-            if not isinstance(msg, Mapping):
-                if entry.frozen is msg or entry.frozen == msg:
-                    n += 1
-                    continue
+            if not self.same(entry, msg):
                 break
-            if entry.live:
-                if (
-                    entry.role == msg.get("role")
-                    and entry.name == msg.get("name")
-                    and same_calls(entry.calls, sig_calls(msg))
-                    and same(entry.content, msg.get("content"))
-                ):
-                    n += 1
-                    continue
-                break
-            if nesting_exceeds(msg, self.config.max_depth) or not hashable(msg):
-                break  # refused by the depth check, or passed through as malformed
-            if entry.raw_hash == raw_hash(msg):
-                entry.role, entry.name = msg.get("role"), msg.get("name")
-                entry.content, entry.calls = kept_fields(msg, entry.frozen)
-                entry.live = True
-                n += 1
-                continue
-            break
+            n += 1
         return n
+
+    def same(self, entry: Entry, msg: Any) -> bool:
+        """Is `msg` the message `entry` ingested (ids may differ)?"""
+        if not isinstance(msg, Mapping):
+            return entry.frozen is msg or entry.frozen == msg
+        if entry.live:
+            return (
+                entry.role == msg.get("role")
+                and entry.name == msg.get("name")
+                and same_calls(entry.calls, sig_calls(msg))
+                and same(entry.content, msg.get("content"))
+            )
+        if nesting_exceeds(msg, self.config.max_depth) or not hashable(msg):
+            return False  # refused by the depth check, or passed through as malformed
+        if entry.raw_hash == raw_hash(msg):
+            entry.role, entry.name = msg.get("role"), msg.get("name")
+            entry.content, entry.calls = kept_fields(msg, entry.frozen)
+            entry.live = True
+            return True
+        return False
+
+    def hold_elisions(self, s: Session, history: list[Any], n: int) -> int:
+        """Where ingestion resumes when the caller's only rewrite is its own rolling
+        elision of old environment output (`tokenpilot.elision`): past the held messages,
+        which keep their frozen form until the next batch boundary; `n` otherwise."""
+        held = s.elisions
+        end = len(s.entries)
+        if n >= end or len(history) < end:
+            held.clear()
+            return n
+        count = 0
+        for i in range(n, end):
+            msg, entry = history[i], s.entries[i]
+            if self.same(entry, msg):
+                continue
+            prev = s.entries[i - 1].role if i else None
+            if not isinstance(msg, Mapping) or not elides(entry, msg, call_ids(msg), msg_tokens(msg), prev):
+                held.clear()  # a rewrite of another kind: the new history is the base now
+                return n
+            count += 1
+        if held.due(s.calls_prepared):
+            held.apply(count)
+            return n
+        held.hold(count, s.calls_prepared)
+        return end
 
     def truncate(self, s: Session, n: int, *, keep_updates: bool = False) -> None:
         """The caller rewrote history from message n: forget later entries, rebuild state."""

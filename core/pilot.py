@@ -181,6 +181,8 @@ class TokenPilot:
             s = self._sessions.get(session_id)
             if s is None:
                 s = Session(session_id)
+                if self.lifecycle_config is not None and self.lifecycle_config.batch_turns:
+                    s.elisions.batch_calls = self.lifecycle_config.batch_turns  # the same B
                 if self.lifecycle_factory is not None:
                     s.lifecycle = self.lifecycle_factory(
                         session_id, lambda text: self.store.put(session_id, text)
@@ -262,7 +264,7 @@ class TokenPilot:
         warnings: list[str] = []
         k = self.system_prompts.leading(messages)
         history = messages[k:]
-        n = self.history.match(s, history)
+        n = self.history.hold_elisions(s, history, self.history.match(s, history))
         for i in range(n, len(history)):  # refuse before any state changes; older ones passed
             check_depth(history[i], cfg.max_depth, k + i)
         self.system_prompts.update(s, messages[:k], warnings)
@@ -354,7 +356,9 @@ class TokenPilot:
 
     def lifecycle_stats(self, session_id: str) -> dict[str, Any]:
         s = self._sessions.get(session_id)
-        return dict(s.lifecycle.stats) if s is not None and s.lifecycle is not None else {}
+        if s is None or s.lifecycle is None:
+            return {}
+        return {**s.lifecycle.stats, **s.elisions.stats()}  # the caller's elisions, batched
 
     # -- a tool output before the host stores it ----------------------------------
     def reduce_tool_output(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._canonical import canonical_json
+from .elision import HeldElisions
 from .ingest import IngestState, ToolCallInfo
 from .messages import content_text
 from .stabilize import Stabilized
@@ -81,6 +82,7 @@ class Session:
         self.calls_prepared = 0
         self.lifecycle: Any = None
         self.recallable = False  # something was stored or evicted: recall_artifact is listed
+        self.elisions = HeldElisions()  # the caller's rolling elisions, applied in batches
 
 
 def msg_tokens(msg: Any) -> int:

@@ -51,6 +51,7 @@ def session_to_dict(s: Session) -> dict[str, Any]:
             "last_plan_version": s.last_plan_version,
             "calls_prepared": s.calls_prepared,
             "recallable": s.recallable,
+            "elisions": s.elisions.to_dict(),
             "updates": [[pos, m] for pos, m in s.updates],
             "prefix_breaks": s.prefix_breaks,
             "lifecycle": s.lifecycle.to_dict()
@@ -67,15 +68,18 @@ def load_session(s: Session, data: Mapping[str, Any]) -> None:
         for d in data["entries"]:
             infos = tuple((cid, ToolCallInfo(name, args)) for cid, name, args in d.get("call_infos", []))
             ids = tuple(d["ids"]) if isinstance(d["ids"], list) else d["ids"]
+            frozen = d["frozen"]
             s.entries.append(
                 Entry(
-                    None,
+                    # the role is the frozen form's (ingestion keeps it): what follows a
+                    # message (an observation after an action, an elision) is judged by it
+                    frozen.get("role") if isinstance(frozen, Mapping) else None,
                     None,
                     None,
                     None,
                     d["raw_hash"],
                     ids,
-                    d["frozen"],
+                    frozen,
                     d["raw_tokens"],
                     d["tokens"],
                     d.get("artifact_id"),
@@ -111,6 +115,7 @@ def load_session(s: Session, data: Mapping[str, Any]) -> None:
         s.last_plan_version = int(data.get("last_plan_version", 0))
         s.calls_prepared = int(data.get("calls_prepared", 0))
         s.recallable = bool(data.get("recallable", False))
+        s.elisions.load_dict(data.get("elisions") or {})
         s.updates = [(int(pos), m) for pos, m in data.get("updates", [])]
         s.prefix_breaks = int(data.get("prefix_breaks", 0))
         if (

@@ -121,7 +121,7 @@ def jobs(session: Session, mode: str) -> Iterator[_Job]:
             first = starts[task]
             if call.start < first:
                 system = [prompt[0]] if prompt and prompt[0].get("role") in ("system", "developer") else []
-                prompt = system + session.messages[first : call.end]
+                prompt = system + session.sent_slice(call, first, call.end)
                 window = first
         yield _Job(sid, task, session, call, prompt, window)
 

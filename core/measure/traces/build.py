@@ -9,11 +9,12 @@ pointing at the wrong message.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from tokenpilot._canonical import sha256_hex
+from tokenpilot._canonical import canonical_json, sha256_hex
 
 from .model import RecordedCall, Session, Usage
 
@@ -306,6 +307,7 @@ class _Spec:
     usage: Usage | None
     timestamp: float | None
     model: str | None
+    sent: tuple[tuple[dict[str, Any], Any], ...] = ()
 
 
 @dataclass(slots=True)
@@ -327,9 +329,14 @@ class Builder:
         timestamp: float | None = None,
         model: str | None = None,
         start: dict[str, Any] | None = None,
+        sent: Sequence[tuple[dict[str, Any], Any]] = (),
     ) -> None:
-        """Mark `output` (an added assistant message) as a call whose prompt begins at `start`."""
-        self.specs.append(_Spec(output, start, usage, timestamp, model))
+        """Mark `output` (an added assistant message) as a call whose prompt begins at `start`.
+
+        `sent` pairs an added message with the content this call sent it with, where the
+        agent rewrote it (its own elision of old output); role and ids stay the message's
+        own, as the pairing repair leaves them."""
+        self.specs.append(_Spec(output, start, usage, timestamp, model, tuple(sent)))
 
     def task_start(self, msg: dict[str, Any]) -> None:
         self.starts.append(msg)
@@ -348,12 +355,21 @@ class Builder:
         messages, stats = repair_pairing(self.messages, session_id)
         index = {id(m): k for k, m in enumerate(messages)}
         calls: list[RecordedCall] = []
+        forms: dict[tuple[int, str], dict[str, Any]] = {}  # one object per rewritten form
         for spec in self.specs:
             end = index.get(id(spec.output))
             if end is None:
                 continue
             start = index.get(id(spec.start), 0) if spec.start is not None else 0
-            calls.append(RecordedCall(min(start, end), end, spec.usage, spec.timestamp, spec.model))
+            sent: dict[int, dict[str, Any]] = {}
+            for orig, content in spec.sent:
+                k = index.get(id(orig))
+                if k is not None:
+                    key = (k, sha256_hex(canonical_json(content)))
+                    sent[k] = forms.setdefault(key, {**orig, "content": content})
+            calls.append(
+                RecordedCall(min(start, end), end, spec.usage, spec.timestamp, spec.model, sent=sent or None)
+            )
         calls.sort(key=lambda c: c.end)
         starts = {index[id(m)] for m in self.starts if id(m) in index}
         first_user = next((k for k, m in enumerate(messages) if m.get("role") == "user"), None)

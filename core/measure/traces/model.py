@@ -122,6 +122,11 @@ class RecordedCall:
     system: dict[str, Any] | None = None
     """The system message this call was sent with, when it differs from messages[0]
     (agents that put the date or time in their prompt send a new one per call)."""
+    sent: dict[int, dict[str, Any]] | None = None
+    """Messages this call was sent in another form than `messages[i]`, by index: an agent
+    whose history processor rewrites earlier messages on every call (SWE-agent's
+    `Old environment output: (N lines omitted)`) records each step's prompt, and the
+    replay sends what the agent sent."""
 
 
 @dataclass(slots=True)
@@ -151,9 +156,18 @@ class Session:
             return self.messages[0]
         return None
 
+    def sent_slice(self, call: RecordedCall, start: int, end: int) -> list[dict[str, Any]]:
+        """messages[start:end] as this call sent them (its own rewritten forms in place)."""
+        body = self.messages[start:end]
+        if call.sent:
+            for i, msg in call.sent.items():
+                if start <= i < end:
+                    body[i - start] = msg
+        return body
+
     def prompt(self, call: RecordedCall) -> list[dict[str, Any]]:
         """The messages a call was sent: the system message (if any) + messages[start:end]."""
-        body = self.messages[call.start : call.end]
+        body = self.sent_slice(call, call.start, call.end)
         system = self.system
         if call.system is not None:
             if system is not None and call.start == 0:
