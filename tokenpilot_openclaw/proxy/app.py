@@ -25,8 +25,8 @@ from aiohttp import web
 from tokenpilot import ArtifactStore, Config, TokenPilot
 from tokenpilot.model_prices import TABLE, load_price_file
 from tokenpilot.store import Store
-from tokenpilot.store_open import open_redis
 from tokenpilot.store_disk import DiskStore
+from tokenpilot.store_open import open_redis
 
 from . import anthropic, chat, endpoints, responses
 from .dashboard import Dashboard
