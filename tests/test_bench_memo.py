@@ -70,11 +70,11 @@ def _methods() -> list[Method]:
     """Every built-in method, and each deterministic peer whose code is installed here."""
     methods = default_methods()
     gaps = missing_peers()
-    from tokenpilot.measure.bench.peers import PEER_METHODS
+    from tokenpilot.measure.bench.peers import peer_method_names
 
     # LightMem2 writes `Date.now()` into its recovery hints, so two of its runs never
     # match; its renders are fresh objects already (a Node process's JSON)
-    usable = [n for n, mod in PEER_METHODS.items() if mod not in gaps and n != "lightmem2"]
+    usable = [n for n, mod in peer_method_names().items() if mod not in gaps and n != "lightmem2"]
     return methods + (peer_methods(usable) if usable else [])
 
 

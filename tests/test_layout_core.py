@@ -8,6 +8,7 @@ under `TYPE_CHECKING` too: a circle hidden in a function is still a circle to a 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,28 @@ def test_peers_and_the_live_engine_build_on_what_does_not_import_them():
     assert f"{bench}.methods" not in graph[f"{bench}.peers"]
     assert f"{bench}.local_engine" not in graph[f"{bench}.live"]
     assert f"{PACKAGE}.measure.workload.sessions" not in graph[f"{PACKAGE}.measure.workload.tasks"]
+
+
+def test_a_peer_registers_itself_by_declaring_its_method_names(tmp_path: Path, monkeypatch):
+    """A module dropped into the peers package is found with its rows: no list to edit."""
+    from tokenpilot.measure.bench import peers
+
+    (tmp_path / "planted_peer.py").write_text(
+        "METHOD_NAMES = ('planted',)\nREPORT_ORDER = 99\n"
+        "def missing():\n    return 'not installed here'\n"
+        "def methods():\n    return []\n"
+    )
+    (tmp_path / "helper_module.py").write_text("X = 1\n")  # no METHOD_NAMES: not a peer
+    monkeypatch.setattr(peers, "__path__", [*peers.__path__, str(tmp_path)])
+    peers._peer_modules.cache_clear()
+    try:
+        names = peers.peer_method_names()
+        assert names["planted"] == "planted_peer" and list(names)[-1] == "planted"
+        assert "helper_module" not in names.values()
+        assert peers.missing_peers({"planted"}) == {"planted_peer": "not installed here"}
+    finally:
+        monkeypatch.undo()
+        peers._peer_modules.cache_clear()
+        sys.modules.pop("tokenpilot.measure.bench.peers.planted_peer", None)
+        sys.modules.pop("tokenpilot.measure.bench.peers.helper_module", None)
+    assert "planted" not in peers.peer_method_names()

@@ -266,6 +266,6 @@ def method_names(*, ablation: bool = False) -> list[str]:
 
 
 def peer_names() -> list[str]:
-    from .peers import PEER_METHODS
+    from .peers import peer_method_names
 
-    return list(PEER_METHODS)
+    return list(peer_method_names())

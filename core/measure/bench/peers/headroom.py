@@ -52,6 +52,11 @@ REQUIREMENT = "headroom-ai[proxy]>=0.42"
 _NEEDS_WEIGHTS = {"kompress": "Kompress (ONNX model chopratejas/kompress-v2-base from Hugging Face)"}
 
 
+# This module is a peer: the bench finds it by these names (`peers.__init__`), no list to edit.
+METHOD_NAMES = ("headroom", "headroom_token")
+REPORT_ORDER = 20  # where its rows go among the peers'
+
+
 def missing() -> str | None:
     """Why Headroom cannot run here, or None."""
     for module in ("headroom", "fastapi", "starlette", "httpx", "litellm"):

@@ -32,6 +32,11 @@ SUMMARY_NAMESPACE = "langchain-summariser"
 _MESSAGE_START = re.compile(r'<message type="(\w+)"[^>]*>\s*([^\n<]*)')
 
 
+# This module is a peer: the bench finds it by these names (`peers.__init__`), no list to edit.
+METHOD_NAMES = ("langchain_clear_tool_uses", "langchain_clear_30k", "langchain_summarization")
+REPORT_ORDER = 10  # where its rows go among the peers'
+
+
 def missing() -> str | None:
     if importlib.util.find_spec("langchain") is None or importlib.util.find_spec("langchain_core") is None:
         return "langchain is not installed (pip install 'tokenpilot[peers]')"

@@ -62,6 +62,11 @@ def _deps() -> Path:
     return _e2e_cache() / "lightmem2-deps"
 
 
+# This module is a peer: the bench finds it by these names (`peers.__init__`), no list to edit.
+METHOD_NAMES = ("lightmem2",)
+REPORT_ORDER = 40  # where its rows go among the peers'
+
+
 def missing() -> str | None:
     """Why LightMem2 cannot run here, or None."""
     src, why = find_lightmem2()

@@ -93,6 +93,11 @@ def find_node() -> tuple[str | None, str]:
     return None, f"Node >= {NODE_MAJOR} not found ({_e2e_cache() / 'node'}, node on PATH){why}"
 
 
+# This module is a peer: the bench finds it by these names (`peers.__init__`), no list to edit.
+METHOD_NAMES = ("openclaw_context_pruning",)
+REPORT_ORDER = 30  # where its rows go among the peers'
+
+
 def missing() -> str | None:
     """Why OpenClaw's pruning cannot run here, or None."""
     pkg, why = find_openclaw()
