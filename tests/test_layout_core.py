@@ -20,8 +20,8 @@ PACKAGE = "tokenpilot"  # core/ is installed as this package
 MAX_LINES = 500
 """Lines a runtime module of the core may have: one job, readable in one sitting."""
 
-NOT_RUNTIME = ("measure", "passes")
-"""The measurement wing, and the passes (one pure function each, sized by their format)."""
+NOT_RUNTIME = ("measure",)
+"""The measurement wing (benchmarks and trace importers), which the runtime never imports."""
 
 SIZE_EXEMPT: dict[str, str] = {}  # file name -> why it may be longer (none today)
 
