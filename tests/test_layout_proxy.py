@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from import_circles import circles
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "tokenpilot_openclaw"
@@ -119,41 +120,6 @@ def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
     return graph
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
-
-
 # ---------------------------------------------------------------------------
 # The package itself
 # ---------------------------------------------------------------------------
@@ -177,7 +143,7 @@ def test_no_module_uses_another_modules_private_names():
 
 
 def test_no_import_circle_among_the_packages_modules():
-    assert cycles(import_graph(modules())) == []
+    assert circles(import_graph(modules())) == []
 
 
 def test_the_proxy_has_one_module_per_api_and_a_small_public_face():
@@ -222,7 +188,7 @@ def test_the_private_check_sees_imports_and_attribute_reaches():
 
 def test_the_circle_check_sees_lazy_imports_but_not_type_only_ones():
     graph = {"a": {"b"}, "b": {"a"}, "c": {"a"}}
-    assert cycles(graph) == [["a", "b"]]
+    assert circles(graph) == [["a", "b"]]
     tree = ast.parse(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from .app import Proxy\n"
