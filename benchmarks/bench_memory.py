@@ -241,8 +241,10 @@ async def run_sessions(
             last[r.body["prompt_cache_key"]] = r.body
         up.requests.clear()
         frozen = sum(sent_size(b) for b in last.values()) / max(len(last), 1)
-        files = list((work / "state").glob("*.json"))
-        state_file = sum(f.stat().st_size for f in files) / max(len(files), 1)
+        # a session's state on disk: the head's readable copy plus its journal of chunks
+        heads = list((work / "state").glob("*.json"))
+        journals = list((work / "state").glob("*.jnl"))
+        state_file = sum(f.stat().st_size for f in heads + journals) / max(len(heads), 1)
     return SessionsRow(
         name, " ".join(extra), n, int(health.get("in_memory", -1)), base, after, frozen, state_file, wall
     )
