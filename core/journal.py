@@ -58,11 +58,17 @@ def _default(o: Any) -> Any:
 
 # One C encoder, made once: `json.dumps` builds a new one per call, which costs more than
 # encoding a small element. Same text as json.dumps(ensure_ascii=True, separators=(",", ":")).
-_encoder = c_make_encoder(None, _default, encode_basestring_ascii, None, ":", ",", False, False, True)
+# Interpreters without json's C accelerator (c_make_encoder is None there) use json.dumps.
+if c_make_encoder is not None:
+    _encoder = c_make_encoder(None, _default, encode_basestring_ascii, None, ":", ",", False, False, True)
 
+    def _dumps(v: Any) -> str:
+        return "".join(_encoder(v, 0))
 
-def _dumps(v: Any) -> str:
-    return "".join(_encoder(v, 0))
+else:
+
+    def _dumps(v: Any) -> str:
+        return json.dumps(v, ensure_ascii=True, separators=(",", ":"), allow_nan=True)
 
 
 _SCALARS = (int, float, bool, type(None))

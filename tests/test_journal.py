@@ -129,6 +129,20 @@ def test_chunks_are_the_same_in_every_process():
     assert json.loads(out.stdout) == [cut.head(), sorted(cut.chunks)]
 
 
+def test_an_interpreter_without_jsons_c_encoder_cuts_the_same_chunks():
+    """The pure-Python fallback writes the same text, so mixed replicas still agree."""
+    cut = J.split(state(40))
+    code = (
+        "import json, json.encoder, sys; json.encoder.c_make_encoder = None; "
+        "sys.path[:0] = ['tests', '.']; from test_journal import state; "
+        "from tokenpilot import journal as J; c = J.split(state(40)); "
+        "print(json.dumps([c.head(), sorted(c.chunks)]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [cut.head(), sorted(cut.chunks)]
+
+
 def test_a_missing_chunk_is_an_error_not_a_partial_state():
     cut = J.split(state(30))
     missing = sorted(cut.chunks)[0]
