@@ -191,8 +191,7 @@ class AnthropicRelay:
         self._turn()
 
     def feed(self, event: bytes) -> list[bytes]:
-        data = sse.event_data(event)
-        obj = sse.parse_chunk(data) if data is not None else None
+        obj = sse.event_object(event)
         if obj is None:
             return [event]
         kind = obj.get("type")

@@ -399,8 +399,7 @@ class ResponsesRelay:
         self._turn()
 
     def feed(self, event: bytes) -> list[bytes]:
-        data = sse.event_data(event)
-        obj = sse.parse_chunk(data) if data is not None else None
+        obj = sse.event_object(event)
         if obj is None:
             return [event]
         kind = str(obj.get("type"))

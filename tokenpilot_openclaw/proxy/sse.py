@@ -60,6 +60,12 @@ def parse_chunk(data: str) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
+def event_object(event: bytes) -> dict[str, Any] | None:
+    """The event's `data:` payload as a JSON object, or None (a comment, not JSON, too deep)."""
+    data = event_data(event)
+    return parse_chunk(data) if data is not None else None
+
+
 def has_finish_reason(event: bytes) -> bool:
     return _FINISH_RE.search(event) is not None
 
