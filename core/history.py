@@ -286,7 +286,7 @@ class History:
             raw_hash(msg),
             call_ids(msg),
             frozen,
-            msg_tokens(msg) if result.artifact_id or refused else tokens,
+            msg_tokens(msg, estimate=True) if result.artifact_id or refused else tokens,
             tokens,
             result.artifact_id,
             effect,

@@ -19,7 +19,7 @@ from .elision import HeldElisions
 from .ingest import IngestState, ToolCallInfo
 from .messages import content_text
 from .stabilize import Stabilized
-from .tokens import count_tokens
+from .tokens import count_tokens, estimate_tokens
 
 
 @dataclass(slots=True)
@@ -85,10 +85,13 @@ class Session:
         self.elisions = HeldElisions()  # the caller's rolling elisions, applied in batches
 
 
-def msg_tokens(msg: Any) -> int:
+def msg_tokens(msg: Any, *, estimate: bool = False) -> int:
+    """Tokens of one message's text, name and calls, plus its framing. `estimate` samples
+    long texts (`estimate_tokens`): for counts that only feed statistics."""
+    count = estimate_tokens if estimate else count_tokens
     if not isinstance(msg, Mapping):
-        return count_tokens(str(msg))
-    n = count_tokens(content_text(msg.get("content")))
+        return count(str(msg))
+    n = count(content_text(msg.get("content")))
     content = msg.get("content")
     if isinstance(content, list):  # non-text parts: count their JSON (images are estimated by size)
         n += sum(
@@ -96,5 +99,5 @@ def msg_tokens(msg: Any) -> int:
         )
     for c in msg.get("tool_calls") or []:
         fn = c.get("function") or {}
-        n += count_tokens(str(fn.get("name", ""))) + count_tokens(str(fn.get("arguments", "")))
+        n += count(str(fn.get("name", ""))) + count(str(fn.get("arguments", "")))
     return n + 4

@@ -162,10 +162,22 @@ def count_tokens(text: str) -> int:
 
     A lone surrogate counts as U+FFFD (tiktoken replaces it; see `_canonical`).
     """
+    return _counted(text, EXACT_LIMIT_CHARS)
+
+
+def estimate_tokens(text: str) -> int:
+    """`count_tokens`, sampled from `_SAMPLE_CHARS` chars on: for counts that only feed
+    statistics (an output's size before its reduction), where a 50 KB output's exact count
+    would be most of a call's latency. On the shared outputs above 8,000 chars: median
+    error 0.9%, p95 2.5%, 0.03% in total."""
+    return _counted(text, _SAMPLE_CHARS)
+
+
+def _counted(text: str, exact_limit: int) -> int:
     if not text:
         return 0
     enc = encoding()
-    if len(text) <= EXACT_LIMIT_CHARS:
+    if len(text) <= exact_limit:
         return len(enc.encode(text, disallowed_special=()))
     mid = len(text) // 2
     third = _SAMPLE_CHARS // 3
