@@ -43,6 +43,8 @@ class DiffFolding:
             return text
 
     def _fold(self, text: str, aid: str) -> str:
+        if "@@ -" not in text:  # no hunk header can match: skip the line scan
+            return text
         lines = original_lines(text)
         if not any(_HUNK.match(ln) for ln in lines):
             return text

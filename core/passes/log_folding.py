@@ -95,7 +95,9 @@ def _problem_lines(text: str, lines: list[str]) -> list[bool]:
 def _protected(text: str, lines: list[str], summary_lines: int) -> list[bool]:
     """Which lines must stay verbatim: problems, tracebacks, the closing summary."""
     keep = _problem_lines(text, lines)
-    i = 0
+    i = (
+        0 if "Traceback (most recent call last)" in text or 'File "' in text else len(lines)
+    )  # else none starts
     while i < len(lines):
         if _TRACE_START.match(lines[i]):
             j = i + 1
@@ -174,6 +176,9 @@ class LogFolding:
         A block never takes in a line that must stay whole (`keep`): errors, warnings and
         tracebacks are kept every time they are printed."""
         exact = [ln.rstrip() for ln in lines]
+        nonblank = [ln for ln in exact if len(ln.strip()) >= self.min_line_chars]
+        if len(set(nonblank)) == len(nonblank):
+            return []  # no line is printed twice, so no block is
         seen: dict[str, list[int]] = {}
         cuts: list[tuple[int, int, str]] = []
         i = 0

@@ -28,6 +28,11 @@ _PATH = r"(?:\.{0,2}/)?[\w.@+~-]+(?:/[\w.@+~-]+)*"
 # path:line:text, path-line-text (context), path:text (grep -r without -n)
 _HIT = re.compile(rf"^(?P<path>{_PATH})(?P<rest>(?::\d+[:-]|-\d+-|:).*)$", re.DOTALL)
 _ENTRY = re.compile(rf"^(?P<path>{_PATH}/)(?P<rest>[^/\s][^/]*/?)$", re.DOTALL)
+# Every line `_HIT` or `_ENTRY` matches starts with path characters that hold or are followed
+# by ':', '/' or '-': counted over the whole text at once, an upper bound on the hits.
+_MAYBE = re.compile(r"^[\w.@+~/-]*[:/-]", re.MULTILINE)
+# Line breaks of `str.splitlines` that `^` in MULTILINE mode does not see.
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def _is_pathlike(path: str) -> bool:
@@ -67,9 +72,13 @@ class SearchListing:
 
     def _group(self, text: str, aid: str) -> str:
         lines = original_lines(text)
-        parsed = [self._split(ln) for ln in lines]
         nonblank = sum(1 for ln in lines if ln.strip())
-        if not nonblank or sum(p is not None for p in parsed) < self.min_share * nonblank:
+        if not nonblank:
+            return text
+        if not _OTHER_BREAKS.search(text) and len(_MAYBE.findall(text)) < self.min_share * nonblank:
+            return text  # too few lines could be hits or paths (an upper bound): not search output
+        parsed = [self._split(ln) for ln in lines]
+        if sum(p is not None for p in parsed) < self.min_share * nonblank:
             return text
         out: list[str] = []
         changed = False
