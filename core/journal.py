@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
@@ -166,6 +168,47 @@ def _scalar(v: Any) -> str | None:
     return None
 
 
+class _StringChunks:
+    """The chunk (digest, escaped text) of each long string saved lately, by identity.
+
+    A session's long strings (its system prompt, in three fields; frozen outputs) are the
+    same objects from one save to the next, and escaping and hashing them again was most of
+    a save. Strings are immutable and each record keeps its string alive, so an id names
+    the same text for as long as it is here. Bounded by the chars it holds (oldest first
+    out), so it keeps at most ~16 MB alive."""
+
+    def __init__(self, max_chars: int = 8 * 1024 * 1024, max_string: int = 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self.max_string = max_string  # longer ones are rare, and would crowd out the rest
+        self._by_id: OrderedDict[int, tuple[str, str, str]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, v: str) -> tuple[str, str]:
+        with self._lock:
+            hit = self._by_id.get(id(v))
+            if hit is not None and hit[0] is v:
+                self._by_id.move_to_end(id(v))
+                return hit[1], hit[2]
+        text = encode_basestring_ascii(v)
+        d = digest(text)
+        if len(v) > self.max_string:
+            return d, text
+        with self._lock:
+            old = self._by_id.pop(id(v), None)
+            if old is not None:
+                self._chars -= len(old[0]) + len(old[2])
+            self._by_id[id(v)] = (v, d, text)
+            self._chars += len(v) + len(text)
+            while self._chars > self.max_chars and self._by_id:
+                _, (ov, _, ot) = self._by_id.popitem(last=False)
+                self._chars -= len(ov) + len(ot)
+        return d, text
+
+
+_STRINGS = _StringChunks()
+
+
 class _Splitter:
     def __init__(self) -> None:
         self.chunks: dict[str, str] = {}
@@ -178,8 +221,11 @@ class _Splitter:
     def value(self, v: Any) -> str:
         """`v` as head/chunk JSON: inline when small, references for what is large."""
         if isinstance(v, str):
-            text = encode_basestring_ascii(v)
-            return '{"\\u0000s":"' + self.put(text) + '"}' if len(v) >= STR_MIN else text
+            if len(v) < STR_MIN:
+                return encode_basestring_ascii(v)
+            d, text = _STRINGS.get(v)
+            self.chunks[d] = text
+            return '{"\\u0000s":"' + d + '"}'
         fast = _scalar(v)
         if fast is not None:
             return fast

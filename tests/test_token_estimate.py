@@ -42,3 +42,21 @@ def test_a_reduced_output_is_priced_exactly_and_its_original_estimated(tmp_path)
     entry = tp._sessions["s"].entries[-1]
     assert entry.tokens == count_tokens(sent) + 4
     assert abs(entry.raw_tokens - (count_tokens(out) + 4)) <= 0.05 * count_tokens(out)
+
+
+def test_long_texts_are_counted_once_and_the_count_stays_exact(monkeypatch) -> None:
+    """A long text sent again (a fleet's shared system prompt) is not encoded again, and an
+    exact count and a sampled one of the same text are memoised apart."""
+    from tokenpilot import tokens
+
+    text = _log(1200)
+    exact = len(tokens.encoding().encode(text, disallowed_special=()))
+    tokens._MEMO.clear()
+    calls: list[int] = []
+    real = tokens._encoded
+    monkeypatch.setattr(tokens, "_encoded", lambda t, limit: calls.append(len(t)) or real(t, limit))
+    assert count_tokens(text) == exact
+    assert count_tokens(text) == exact
+    sampled = estimate_tokens(text)
+    assert estimate_tokens(text) == sampled
+    assert len(calls) == 2  # one exact encoding, one sampled
