@@ -140,9 +140,11 @@ class Proxy:
         if self.keeper.residency.idle_s > 0:
             self._evictor = asyncio.create_task(self._evict_periodically())
         log.info(
-            "tokenpilot: proxy ready, upstream %s, %d session(s) restored",
+            "tokenpilot: proxy ready, upstream %s, %s",
             redact_url(self.settings.upstream),
-            loaded,
+            "sessions read from the shared store at first use"
+            if self.state is not None and self.state.shared
+            else f"{loaded} session(s) restored",
         )
 
     async def close(self) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections import Counter as Tally
 from collections.abc import Iterator
@@ -36,12 +35,11 @@ from prometheus_client.registry import Collector
 
 from tokenpilot.model_prices import prices_for, spent_and_saved
 
-from .sessions import SessionStats, merge_stats
+from .sessions import SessionStats
 
 if TYPE_CHECKING:
     from .app import Proxy
 
-log = logging.getLogger("tokenpilot.openclaw")
 
 MAX_MODELS = 20
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -127,25 +125,8 @@ class ProxyMetrics:
 
 def session_stats(proxy: Proxy) -> dict[str, SessionStats]:
     """Every session's stats: this process's, merged with what a shared store holds from
-    the other replicas (the store's stats plus what this process counted since)."""
-    local = dict(proxy.stats)
-    state = proxy.state
-    if state is None or not state.shared:
-        return local
-    out: dict[str, SessionStats] = {}
-    try:
-        for _version, data in state.load_states():
-            sid = data.get("id")
-            if not isinstance(sid, str):
-                continue
-            stored = SessionStats.from_dict(data.get("stats") or {})
-            out[sid] = merge_stats(stored, local.get(sid), proxy.keeper.stats_base.get(sid))
-    except (OSError, TypeError, ValueError) as exc:  # the store is down: this process's figures
-        log.warning("tokenpilot: /metrics could not read the shared store: %s", exc)
-        return local
-    for sid, st in local.items():
-        out.setdefault(sid, st)
-    return out
+    the other replicas (`SessionKeeper.fleet_stats`, the view `/tokenpilot/stats` reads)."""
+    return proxy.keeper.fleet_stats()
 
 
 class _SessionCollector(Collector):

@@ -80,8 +80,13 @@ class SessionKeeper:
             await self._recovery_flush
 
     def load_all(self) -> int:
-        """Read every stored session (up to the in-memory cap) at start; how many were restored."""
-        if self.state is None:
+        """Read every stored session (up to the in-memory cap) at start; how many were restored.
+
+        Only a store this process alone uses: a replica of a shared store (Redis, the disk
+        store of `--workers`) reads a session at its first use (`refresh`: stored version
+        newer than none), and its stats views read the store, so start-up reads nothing
+        however many sessions the fleet holds."""
+        if self.state is None or self.state.shared:
             return 0
         n = 0
         try:
