@@ -23,9 +23,14 @@ ARTIFACT_PREFIX = "art_"
 ARTIFACT_HEX_CHARS = 24  # 96 bits: collision-free for any realistic session
 
 
+# One encoder for every call: `json.dumps` with options builds a new one each time, which
+# cost more than encoding a small message (hashing a history encodes each of its messages).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(obj: Any) -> str:
-    """Sorted keys, no whitespace, UTF-8 kept: one byte form per value."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Sorted keys, no whitespace, UTF-8 kept: one byte form per value (`json.dumps`'s text)."""
+    return _CANONICAL.encode(obj)
 
 
 def to_bytes(text: str) -> bytes:
