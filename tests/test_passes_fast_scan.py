@@ -47,3 +47,23 @@ def test_the_fast_word_list_is_the_pattern_on_ascii() -> None:
         assert _problem_lines(line, [line]) == [True], word
     clean = "all 12 tests passed in 0.3s\n"
     assert _problem_lines(clean, [clean]) == [False]
+
+
+_LINE_PIECES = st.sampled_from(
+    [
+        "src", "/", "./", "../", "a.py", ":", "12", ":3:", "-7-", "-", " ", "x", "é", "\t", "~", "@", "+",
+        "drwxr-xr-x", "Dec", "def f():", "TODO", "node_modules/", "\\",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(_LINE_PIECES, max_size=8).map("".join), max_size=12))
+def test_search_listing_counts_an_upper_bound_of_its_hits(lines: list[str]) -> None:
+    """The whole-text count `search_listing` checks first is never below the lines its
+    parser accepts, so the shortcut never skips an output it would have grouped."""
+    from tokenpilot.passes.search_listing import _MAYBE, SearchListing
+
+    text = "\n".join(lines) + "\n"
+    parsed = [SearchListing()._split(ln) for ln in text.splitlines(keepends=True)]
+    assert len(_MAYBE.findall(text)) >= sum(p is not None for p in parsed)
