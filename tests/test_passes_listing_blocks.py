@@ -49,6 +49,13 @@ def test_a_path_outside_the_shared_folder_ends_the_group():
     assert restore(out, listing) == listing
 
 
+def test_paths_that_share_only_the_root_are_not_grouped():
+    listing = "".join(f"/a{i % 2}/b/c{i % 3}/f{i}.py\n" for i in range(400))
+    out = SearchListing().apply(listing, CTX)
+    assert "paths under /," not in out
+    assert restore(out, listing) == listing
+
+
 # -- search_listing: ls -l rows -----------------------------------------------------
 
 

@@ -113,7 +113,10 @@ class SearchListing:
             shared = _common_folder([p[1] for p in head])  # type: ignore[index]
         for folder in (own[: own.rfind("/") + 1], shared):
             j = i
-            while folder and j < n and (p := parsed[j]) is not None and p[0] == "entries":
+            # "/" or "./" alone saves a char or two a line and makes every path look
+            # relative to the working folder: a group needs a named folder
+            named = folder.lstrip("./")
+            while named and j < n and (p := parsed[j]) is not None and p[0] == "entries":
                 if not p[1].startswith(folder) or p[1] == folder:
                     break
                 j += 1
