@@ -14,7 +14,14 @@ exact; "not a file's text" also leaves out what the passes treat as a file's tex
 never fold: shell commands that print a source file (`cat x.py`, `sed -n 1,80p x.py`)
 and the echo of a write or an edit (see `tokenpilot.passes.folding.is_code_read`).
 
+With `--halves`, the "not a file's text" rows are also given per half of each trace
+set's sessions (sorted by id: half A is the first half, B the rest), so a rule designed
+on one half can be checked on the other. With `--timing`, the median and p95 ms each
+content and layout pass takes per output (run alone on the original, as the first pass
+would), and the whole `reduce_tool_output`, over the same outputs.
+
     .venv/bin/python benchmarks/bench_reduction.py [TRACES_DIR] [--without PASS,...] [--in-session]
+        [--halves] [--timing]
 """
 
 from __future__ import annotations
@@ -26,16 +33,20 @@ import re
 import statistics
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenpilot import Config, TokenPilot
+from tokenpilot._canonical import artifact_id_for
 from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.measure.traces import load
+from tokenpilot.passes.base import PassContext
 from tokenpilot.passes.folding import is_code_read as reads_a_file
 from tokenpilot.passes.truncate import tool_family
+from tokenpilot.pipeline import Pipeline
 
 GATE = 2200
 READ_FAMILIES = frozenset({"read", "file_read", "read_file", "view", "cat", "notebook_read"})
@@ -53,6 +64,7 @@ class Output:
     arguments: str
     text: str
     call_id: str = ""
+    half: str = ""  # "A" or "B": which half of its trace set's sessions (sorted by id)
 
 
 def default_traces_dir() -> Path:
@@ -67,7 +79,10 @@ def outputs(traces: Path, gate: int = GATE, below: bool = False) -> Iterator[Out
     """Every string tool result longer than `gate` chars (with `below`: the non-empty ones
     up to `gate` chars instead), in file and message order."""
     for folder in sorted(p for p in traces.iterdir() if p.is_dir()):
-        for s in load(folder):
+        sessions = list(load(folder))
+        ids = sorted(s.id for s in sessions)
+        first_half = set(ids[: (len(ids) + 1) // 2])
+        for s in sessions:
             calls: dict[str, tuple[str, str]] = {}
             for m in s.messages:
                 for c in m.get("tool_calls") or ():
@@ -79,7 +94,8 @@ def outputs(traces: Path, gate: int = GATE, below: bool = False) -> Iterator[Out
                 if not isinstance(content, str) or not content or (len(content) <= gate) != below:
                     continue
                 name, args = calls.get(str(m.get("tool_call_id")), (str(m.get("name") or ""), ""))
-                yield Output(folder.name, s.id, name, args, content, str(m.get("tool_call_id")))
+                half = "A" if s.id in first_half else "B"
+                yield Output(folder.name, s.id, name, args, content, str(m.get("tool_call_id")), half)
 
 
 def _args(arguments: str) -> dict:
@@ -138,7 +154,7 @@ class Row:
         )
 
 
-def _tally(rows: dict[str, Row], o: Output, red: str) -> None:
+def _tally(rows: dict[str, Row], o: Output, red: str, halves: bool = False) -> None:
     for key in ("all", f"set {o.trace_set}", f"tool {o.trace_set}/{o.tool}"):
         rows[key].add(o.text, red)
     if not is_code_read(o.tool):
@@ -147,16 +163,48 @@ def _tally(rows: dict[str, Row], o: Output, red: str) -> None:
     if not reads_a_file(o.tool, _args(o.arguments)):
         rows["not a file's text"].add(o.text, red)
         rows[f"not a file's text {o.trace_set}"].add(o.text, red)
+        if halves:
+            rows[f"not a file's text, half {o.half}"].add(o.text, red)
+            rows[f"not a file's text, half {o.half} {o.trace_set}"].add(o.text, red)
 
 
-def measure(traces: Path, cfg: Config, *, below: bool = False) -> dict[str, Row]:
+def measure(traces: Path, cfg: Config, *, below: bool = False, halves: bool = False) -> dict[str, Row]:
     """Each output alone, through `reduce_tool_output` (no session state: no dedup)."""
     rows: dict[str, Row] = defaultdict(lambda: Row([], [], []))
     with tempfile.TemporaryDirectory() as tmp:
         tp = TokenPilot(cfg, store=ArtifactStore(tmp), lifecycle=False)
         for o in outputs(traces, below=below):
-            _tally(rows, o, tp.reduce_tool_output(o.text, o.tool, o.arguments, session_id=o.session).text)
+            red = tp.reduce_tool_output(o.text, o.tool, o.arguments, session_id=o.session).text
+            _tally(rows, o, red, halves)
     return rows
+
+
+def timing(traces: Path, cfg: Config) -> list[str]:
+    """Median and p95 ms per output of each pass run alone on the original (what it costs
+    on the proxy's critical path as the first pass), and of the whole reduction."""
+    pipe = Pipeline(cfg)
+    times: dict[str, list[float]] = defaultdict(list)
+    with tempfile.TemporaryDirectory() as tmp:
+        tp = TokenPilot(cfg, store=ArtifactStore(tmp), lifecycle=False)
+        for o in outputs(traces):
+            ctx = PassContext(
+                tool_name=o.tool, arguments=_args(o.arguments), artifact_id=artifact_id_for(o.text)
+            )
+            for name, p in pipe.passes_for(o.tool):
+                if name == "image_downsample":
+                    continue  # text outputs: it never looks at them
+                t0 = time.perf_counter()
+                p.apply(o.text, ctx)
+                times[name].append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            tp.reduce_tool_output(o.text, o.tool, o.arguments, session_id=o.session)
+            times["(whole reduce_tool_output)"].append((time.perf_counter() - t0) * 1000)
+    lines = ["| pass | outputs | median ms | p95 ms | max ms |", "|---|---|---|---|---|"]
+    for name, ts in sorted(times.items()):
+        ts.sort()
+        p95 = ts[min(len(ts) - 1, int(0.95 * len(ts)))]
+        lines.append(f"| {name} | {len(ts)} | {statistics.median(ts):.3f} | {p95:.3f} | {ts[-1]:.2f} |")
+    return lines
 
 
 def measure_in_session(traces: Path, cfg: Config) -> dict[str, Row]:
@@ -188,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also the outputs as their sessions ingest them (dedup included)",
     )
+    ap.add_argument("--halves", action="store_true", help="also per half of each set's sessions (by id)")
+    ap.add_argument("--timing", action="store_true", help="also each pass's ms per output")
     args = ap.parse_args(argv)
     if not args.traces.exists():
         print(f"{args.traces} not found", file=sys.stderr)
@@ -202,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         if below is None:
             rows = measure_in_session(args.traces, cfg)
         else:
-            rows = measure(args.traces, cfg, below=below)
+            rows = measure(args.traces, cfg, below=below, halves=args.halves and not below)
         print(f"\nTool outputs {label} {GATE:,} chars\n")
         print(
             "| outputs | count | median ratio | p25 | lines kept verbatim | words kept | unchanged | grown |"
@@ -215,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
             if below and key.startswith("tool") and rows[key].unchanged == len(rows[key].ratios):
                 continue  # under the gate, only the tools something happens to
             print(rows[key].line(key))
+    if args.timing:
+        print(f"\nTime per output above {GATE:,} chars, each pass alone on the original\n")
+        print("\n".join(timing(args.traces, cfg)))
     return 0
 
 

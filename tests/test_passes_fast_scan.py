@@ -53,6 +53,7 @@ _LINE_PIECES = st.sampled_from(
     [
         "src", "/", "./", "../", "a.py", ":", "12", ":3:", "-7-", "-", " ", "x", "é", "\t", "~", "@", "+",
         "drwxr-xr-x", "Dec", "def f():", "TODO", "node_modules/", "\\",
+        "lrwxrwxrwx 1 root root 7 Jan  1 12:00 bin -> usr/bin", "drwxrwxrwt 2 a b 4,096 Dec 4 2026 tmp",
     ]
 )  # fmt: skip
 

@@ -8,8 +8,11 @@ last `keep_tail` lines verbatim; the middle becomes one marker with the count an
 original line range (`recall_artifact(start_line, end_line)` returns it byte-exact).
 
 A block of `min_block` or more lines that repeats an earlier block of the same output
-byte for byte becomes a pointer to the first copy, which stays; lines that must stay
-whole (below) are never part of such a block, however often they repeat.
+byte for byte becomes a pointer to the first copy, which stays whole and in view. Errors
+and tracebacks may be part of such a block (the same traceback printed for every failing
+test, the same compile error for every caller): their first copy is shown in full and
+the pointer says where each repeat was, so nothing about them is hidden that the view
+does not hold verbatim. Only the closing summary is never folded this way.
 
 Never folded within a run: errors, failures, warnings and assertions (any line naming one), whole
 tracebacks (from `Traceback (most recent call last)` or a `File "...", line N` frame to
@@ -150,7 +153,9 @@ class LogFolding:
         if len(lines) < min(self.min_run, max(self.min_block, 2)):
             return text
         keep = _protected(text, lines, self.summary_lines)
-        cuts = self._repeated_blocks(lines, keep) if self.min_block else []
+        summary = [False] * max(0, len(lines) - self.summary_lines)
+        summary += [True] * (len(lines) - len(summary))
+        cuts = self._repeated_blocks(lines, summary) if self.min_block else []
         taken = [False] * len(lines)
         for start, end, _ in cuts:
             for k in range(start, end):
@@ -172,9 +177,8 @@ class LogFolding:
 
     def _repeated_blocks(self, lines: list[str], keep: list[bool]) -> list[tuple[int, int, str]]:
         """Blocks of at least `min_block` lines equal, byte for byte, to an earlier block of
-        this output (the same progress or listing printed again): the first copy stays.
-        A block never takes in a line that must stay whole (`keep`): errors, warnings and
-        tracebacks are kept every time they are printed."""
+        this output (the same progress, listing or traceback printed again): the first copy
+        stays whole. A block never takes in a line of `keep` (the closing summary)."""
         exact = [ln.rstrip() for ln in lines]
         nonblank = [ln for ln in exact if len(ln.strip()) >= self.min_line_chars]
         if len(set(nonblank)) == len(nonblank):

@@ -3,9 +3,14 @@
 `grep -rn`, `rg` and `find` repeat the same path on every line: in `grep -rn` over a
 package the path is often half the characters. Consecutive hits in one file become one
 marker line naming the file, the count and the original's line range, followed by the
-hits without the repeated path (`12:text`); consecutive entries of a listing in one
-folder become the folder's marker followed by the bare names. Every shortened line lies
-in its group's range, so `recall_artifact(start_line, end_line)` returns it with its path.
+hits without the repeated path (`12:text`). Consecutive paths of a listing (`find`,
+a glob) under one folder become the folder's marker followed by the paths relative to
+it: the folder is the one the group's first `min_group` paths share, so a glob over
+`deps/*/mix.exs` groups under `deps/` and a listing of one folder under that folder.
+The rows of `ls -l` become a marker followed by their names (folders end in `/`, links
+keep `-> target`): mode, links, owner, group, size and date are what the rows repeat
+and what an agent rarely reads. Every shortened line lies in its group's range, so
+`recall_artifact(start_line, end_line)` returns it whole.
 
 Only outputs that are mostly hits or paths are touched (`min_share` of the non-blank
 lines); a group is shortened only when that saves more than its marker costs.
@@ -27,16 +32,31 @@ __all__ = ["SearchListing"]
 _PATH = r"(?:\.{0,2}/)?[\w.@+~-]+(?:/[\w.@+~-]+)*"
 # path:line:text, path-line-text (context), path:text (grep -r without -n)
 _HIT = re.compile(rf"^(?P<path>{_PATH})(?P<rest>(?::\d+[:-]|-\d+-|:).*)$", re.DOTALL)
-_ENTRY = re.compile(rf"^(?P<path>{_PATH}/)(?P<rest>[^/\s][^/]*/?)$", re.DOTALL)
-# Every line `_HIT` or `_ENTRY` matches starts with path characters that hold or are followed
-# by ':', '/' or '-': counted over the whole text at once, an upper bound on the hits.
-_MAYBE = re.compile(r"^[\w.@+~/-]*[:/-]", re.MULTILINE)
+_ENTRY = re.compile(rf"^{_PATH}/?$")
+# One row of `ls -l`: type and permissions, links, owner, group, size, date, name.
+_LS_ROW = re.compile(
+    r"^(?P<type>[-dlcbps])[-rwxsStT]{9}[@+.]?\s+\d+\s+\S+\s+\S+\s+[\d,]+\s+"
+    r"\w{3}\s+\d{1,2}\s+(?:\d{4}|\d{1,2}:\d{2})\s(?P<name>.+)$"
+)
+# Every line `_split` accepts starts with path characters that hold or are followed by
+# ':', '/' or '-' (a hit, a path with a folder), or with an `ls -l` mode: counted over the
+# whole text at once, an upper bound on the lines it accepts (tests/test_passes_fast_scan.py).
+_MAYBE = re.compile(r"^(?:[\w.@+~/-]*[:/-]|[-dlcbps][-rwxsStT]{9})", re.MULTILINE)
 # Line breaks of `str.splitlines` that `^` in MULTILINE mode does not see.
 _OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def _is_pathlike(path: str) -> bool:
     return "/" in path or bool(re.search(r"\.\w{1,5}$", path))
+
+
+def _common_folder(paths: list[str]) -> str:
+    """The longest folder (ending in `/`) that every path lies under, or ""."""
+    first, last = min(paths), max(paths)
+    k = 0
+    while k < min(len(first), len(last)) and first[k] == last[k]:
+        k += 1
+    return first[: first.rfind("/", 0, k) + 1] if k else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,15 +80,55 @@ class SearchListing:
             return text
 
     def _split(self, line: str) -> tuple[str, str, str] | None:
+        """(kind, what groups it, its short form), or None for a line of another kind."""
         body = line.rstrip("\r\n")
         m = _HIT.match(body)
         if m and _is_pathlike(m["path"]):
             rest = m["rest"][1:] if m["rest"].startswith(":") else m["rest"]
             return "hits", m["path"], rest
-        m = _ENTRY.match(body)
+        if "/" in body and _ENTRY.match(body):
+            return "entries", body, body
+        m = _LS_ROW.match(body)
         if m:
-            return "entries", m["path"], m["rest"]
+            name = m["name"].lstrip(" ")
+            return "rows", "", name + "/" if m["type"] == "d" and not name.endswith("/") else name
         return None
+
+    def _extent(self, parsed: list[tuple[str, str, str] | None], i: int) -> tuple[int, str]:
+        """Where the group starting at line `i` ends (exclusive) and what it is grouped by:
+        hits by their file, rows of `ls -l` all together, paths by a folder (below)."""
+        kind, key, _ = parsed[i]  # type: ignore[misc]
+        n = len(parsed)
+        if kind == "entries":
+            return self._folder_extent(parsed, i)
+        j = i + 1
+        while j < n and (p := parsed[j]) is not None and p[0] == kind and p[1] == key:
+            j += 1
+        return j, key
+
+    def _folder_extent(self, parsed: list[tuple[str, str, str] | None], i: int) -> tuple[int, str]:
+        """Paths group under their own folder when at least `min_group` in a row share it
+        (a listing of one folder: each line keeps just its name); otherwise under the
+        folder that the next `min_group` paths share (a glob over `deps/*/mix.exs`:
+        `deps/`). Each scan stops at the first path outside its folder: linear work."""
+        n = len(parsed)
+        own = parsed[i][1]  # type: ignore[index]
+        head = [parsed[k] for k in range(i, min(n, i + max(2, self.min_group)))]
+        shared = ""
+        if all(p is not None and p[0] == "entries" for p in head):
+            shared = _common_folder([p[1] for p in head])  # type: ignore[index]
+        for folder in (own[: own.rfind("/") + 1], shared):
+            j = i
+            # "/" or "./" alone saves a char or two a line and makes every path look
+            # relative to the working folder: a group needs a named folder
+            named = folder.lstrip("./")
+            while named and j < n and (p := parsed[j]) is not None and p[0] == "entries":
+                if not p[1].startswith(folder) or p[1] == folder:
+                    break
+                j += 1
+            if j - i >= self.min_group:
+                return j, folder
+        return i + 1, ""
 
     def _group(self, text: str, aid: str) -> str:
         lines = original_lines(text)
@@ -85,16 +145,20 @@ class SearchListing:
         i = 0
         while i < len(lines):
             p = parsed[i]
-            j = i + 1
-            if p is not None:
-                while j < len(lines) and parsed[j] is not None and parsed[j][:2] == p[:2]:  # type: ignore[index]
-                    j += 1
+            j, key = (i + 1, "") if p is None else self._extent(parsed, i)
             n = j - i
             if p is not None and n >= self.min_group:
-                kind, path, _ = p
-                what = f"{n} {'hits in' if kind == 'hits' else 'entries of'} {path}, shown below without the path"
+                kind = p[0]
+                short = [parsed[k][2][len(key) if kind == "entries" else 0 :] + "\n" for k in range(i, j)]  # type: ignore[index]
+                if kind == "hits":
+                    what = f"{n} hits in {key}, shown below without the path"
+                elif kind == "rows":
+                    what = f"{n} rows of an ls -l listing, shown below by name (folders end in /)"
+                elif all("/" not in s.rstrip("\n/") for s in short):
+                    what = f"{n} entries of {key}, shown below without the path"
+                else:
+                    what = f"{n} paths under {key}, shown below relative to it"
                 marker = fold_marker(aid, i + 1, j, what)
-                short = [parsed[k][2] + "\n" for k in range(i, j)]  # type: ignore[index]
                 if len(marker) + sum(map(len, short)) < sum(len(ln) for ln in lines[i:j]):
                     out.append(marker_line(out, marker))
                     if not lines[j - 1].endswith(("\n", "\r")):
