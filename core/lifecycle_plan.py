@@ -3,7 +3,8 @@ in its place.
 
 It changes only when the lifecycle hands it finished estimator results (at a batch
 boundary, in one pass): the registry applies them, `plan_eviction` plans, the segment
-and window rules add tool bundles, the cost gate picks the cut, and an evicted task
+and window rules add tool bundles, the cost gate picks the cut (expecting only its
+fewest calls once the agent is wrapping up, `segments.closing`), and an evicted task
 that later words name is shown again. Between results it is constant, so consecutive
 renders extend each other (I1). A history the caller rewrote is followed
 (`follow_rewrite`). The schedule (when the estimator runs) is `lifecycle.py`'s.
@@ -31,6 +32,7 @@ from .registry import TaskRegistry
 from .segments import (
     BundleRecord,
     bundle_record,
+    closing,
     evictable_bundles,
     last_uses,
     named_in_words,
@@ -323,6 +325,11 @@ class Planner:
         calls = expected_remaining_calls(
             batch.calls, self.config.expected_calls_min, self.config.expected_calls_ratio
         )
+        if closing(self._bundle_records(messages, self.segmenter.update(messages))):
+            # The agent exported its change or submitted: its last calls. An eviction that
+            # needs more than the fewest expected calls to pay back would not (the last
+            # eviction of a finished run re-sends the history for a call or two).
+            calls = self.config.expected_calls_min
         best: tuple[float, Any, int] | None = None
         first = None
         for cut in sorted({s.start for s in plan.segments}):

@@ -46,7 +46,7 @@ from ._canonical import canonical_json
 from .errors import ConfigError
 from .estimator import FAILED_RE, extract_refs
 from .ingest import DEDUP_NOTE
-from .observations import OBSERVATION_TOOL, is_observation, text_action
+from .observations import OBSERVATION_TOOL, closing_action, is_observation, text_action
 from .tokens import message_tokens
 from .turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
 
@@ -212,6 +212,7 @@ class BundleRecord:
     failed: bool
     repeat: bool  # a result is a dedup preview pointing at an earlier copy: it supersedes nothing
     tokens: int
+    closes: bool = False  # its action wraps the agent's work up (`observations.closing_action`)
 
 
 def _norm_tool(name: str) -> str:
@@ -359,7 +360,27 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
         failed=any(FAILED_RE.match(r) for r in results),
         repeat=any(DEDUP_NOTE in r for r in results),
         tokens=tokens,
+        closes=any(closing_action(_norm_tool(n), _command_of(a, raw)) for n, a, raw in calls),
     )
+
+
+def _command_of(args: Mapping[str, Any], raw: str) -> str:
+    """The command a call runs (a shell's `command`), else its raw arguments."""
+    command = args.get("command")
+    return command if isinstance(command, str) else raw
+
+
+def closing(records: Sequence[BundleRecord]) -> bool:
+    """The agent is wrapping its work up: it exported its change or submitted
+    (`observations.CLOSING_MARKERS`) and has not changed a file since, nor has the
+    person asked for anything since (either starts a new stretch of work)."""
+    for r in reversed(records):
+        if r.closes:
+            return True
+        if r.opens_with_user or r.kind in ("write", "edit"):
+            return False
+    return False
+    return False
 
 
 RULES = ("superseded read", "superseded command", "consumed listing", "stale output", "window")
