@@ -20,7 +20,7 @@ the records and says which bundles may go, and why:
 - **stale output**: a large result whose identifiers the agent has not used for
   `stale_after_turns` turns. A whole read of a file is used while the agent names
   the file (a partial read of it does not take its place), until superseded.
-- **window** (`WindowRule`, off unless configured): once the rendered history passes
+- **window** (`WindowRule`, in `segment_window.py`): once the rendered history passes
   `trigger_tokens`, every bundle older than the last `keep_calls` calls goes in one
   pass. The next cut waits until the history grows past the trigger again, so a
   long tool loop costs one cache break per cut (a sawtooth), not one per call.
@@ -43,10 +43,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._canonical import canonical_json
-from .errors import ConfigError
 from .estimator import FAILED_RE, extract_refs
 from .ingest import DEDUP_NOTE
 from .observations import OBSERVATION_TOOL, closing_action, is_observation, text_action
+from .segment_window import WindowRule as WindowRule  # re-exported: the window is one of the rules
+from .segment_window import window_bundles as window_bundles
 from .tokens import message_tokens
 from .turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
 
@@ -121,77 +122,6 @@ class SegmentRules:
             or self.consumed_listings
             or self.stale_after_turns is not None
         )
-
-
-@dataclass(frozen=True, slots=True)
-class WindowRule:
-    """The window rule: a sticky cut of everything but the last calls, when the history is large.
-
-    `trigger_tokens`: the rule fires when the rendered history (the managed messages
-    after eviction, stubs included; not the system prompt or the tool list) is larger.
-    `keep_calls`: the last this many calls (turns: one assistant message and its
-    results) stay; every older tool bundle goes, the user's words stay.
-    `text_turns`: also evict older turns without tool calls (the assistant's own
-    answers); off: they stay, small and often what later turns quote.
-    `keep_used_turns`: a bundle that one of the last this many turns used (a path or
-    identifier it introduced, named again in words or arguments) stays through the
-    cut, as the stale-output rule would keep it; None: the cut takes everything old.
-    On Claude Code 2 keeps the files being worked on: 0.803x -> 0.801x of vanilla,
-    retention 97.5% -> 97.7%, 37 -> 34 charged recalls.
-
-    The defaults come from the README's sweep on the Claude Code sessions
-    (`tokenpilot bench ../shared/traces/claude_code_spotter --ablation`).
-    """
-
-    trigger_tokens: int = 60_000
-    keep_calls: int = 5
-    text_turns: bool = False
-    keep_used_turns: int | None = 2
-
-    def __post_init__(self) -> None:
-        for name in ("trigger_tokens", "keep_calls", "keep_used_turns"):
-            value = getattr(self, name)
-            if name == "keep_used_turns" and value is None:
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"window {name} must be a positive integer, not {value!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "trigger_tokens": self.trigger_tokens,
-            "keep_calls": self.keep_calls,
-            "text_turns": self.text_turns,
-            "keep_used_turns": self.keep_used_turns,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> WindowRule:
-        return cls(**dict(d))
-
-
-def window_bundles(
-    has_calls: Sequence[bool],
-    rule: WindowRule | None,
-    rendered_tokens: int,
-    last_use: Sequence[int] | None = None,
-) -> dict[int, str]:
-    """Turn index -> reason, for the turns the window rule evicts now (none below the trigger).
-
-    `has_calls[i]`: turn i made a tool call. `last_use[i]`: the last turn that used
-    what turn i introduced (`last_uses`); needed for `rule.keep_used_turns`. Turns
-    already evicted are left to `plan_eviction`, which never plans a turn twice.
-    """
-    if rule is None or rendered_tokens <= rule.trigger_tokens:
-        return {}
-    n = len(has_calls) - rule.keep_calls
-    reason = f"window: before the last {rule.keep_calls} calls"
-    now = len(has_calls) - 1
-    spare = rule.keep_used_turns
-
-    def in_use(i: int) -> bool:
-        return spare is not None and last_use is not None and last_use[i] > i and now - last_use[i] < spare
-
-    return {i: reason for i in range(max(n, 0)) if (has_calls[i] or rule.text_turns) and not in_use(i)}
 
 
 @dataclass(frozen=True, slots=True)
