@@ -96,3 +96,23 @@ def test_the_gate_expects_the_fewest_calls_once_the_agent_exports_its_change():
     assert working_decision["evict"] and working_decision["expectedRemainingCalls"] > 3
     assert not closing_decision["evict"]
     assert closing_decision["expectedRemainingCalls"] == LifecycleConfig().expected_calls_min
+
+
+def test_every_shared_mini_swe_agent_run_wraps_up_with_a_declared_closing_action():
+    """On the shared recordings: each SWE-bench run's last action submits, and the first
+    closing action comes late (the wrap-up is a run's last stretch, not its middle)."""
+    from conftest import shared_path
+
+    from tokenpilot.measure.traces import load
+
+    runs = [s for s in load(str(shared_path("traces", "mini_swe_agent"))) if "django" in s.id]
+    assert len(runs) >= 10
+    for s in runs:
+        recs = records_of(s.messages)
+        closes = [i for i, r in enumerate(recs) if r.closes]
+        assert closes and closes[-1] == len(recs) - 1, s.id
+        assert closes[0] >= len(recs) * 0.7, s.id
+
+
+def records_of(messages: list) -> list:
+    return [bundle_record(messages, t) for t in segment_turns(messages)]
