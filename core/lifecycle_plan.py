@@ -3,7 +3,8 @@ in its place.
 
 It changes only when the lifecycle hands it finished estimator results (at a batch
 boundary, in one pass): the registry applies them, `plan_eviction` plans, the segment
-and window rules add tool bundles, the cost gate picks the cut, and an evicted task
+and window rules add tool bundles, the cost gate picks the cut (expecting only its
+fewest calls once the agent is wrapping up, `segments.closing`), and an evicted task
 that later words name is shown again. Between results it is constant, so consecutive
 renders extend each other (I1). A history the caller rewrote is followed
 (`follow_rewrite`). The schedule (when the estimator runs) is `lifecycle.py`'s.
@@ -31,6 +32,7 @@ from .registry import TaskRegistry
 from .segments import (
     BundleRecord,
     bundle_record,
+    closing,
     evictable_bundles,
     last_uses,
     named_in_words,
@@ -223,7 +225,8 @@ class Planner:
         if not plan.segments:
             return revived
         if self.config.cost_gate:
-            decision, cut = self._best_cut(messages, plan, batch)
+            wrapping_up = closing(self._bundle_records(messages, turns))
+            decision, cut = self._best_cut(messages, plan, batch, wrapping_up)
             remember_decision(self.stats["gate_decisions"], decision.to_dict())
             if not decision.evict and revived is None:
                 log.info("tokenpilot: eviction deferred by the cost gate: %s", decision.reason)
@@ -316,13 +319,22 @@ class Planner:
             total += sum(n for k, n in zip(range(t.start, t.end), counts) if k not in self.drop)
         return total + sum(message_tokens(m) for ms in self.stubs.values() for m in ms)
 
-    def _best_cut(self, messages: Sequence[Message], plan: EvictionPlan, batch: Batch) -> tuple[Any, int]:
+    def _best_cut(
+        self, messages: Sequence[Message], plan: EvictionPlan, batch: Batch, wrapping_up: bool = False
+    ) -> tuple[Any, int]:
         """The cost gate over every possible cut: evicting only the segments from a
         later start on re-prefills less. Returns the decision with the largest net
-        saving (or, when none pays, the one for the whole plan) and its cut."""
+        saving (or, when none pays, the one for the whole plan) and its cut.
+
+        `wrapping_up` (`segments.closing`): the agent exported its change or submitted, so
+        these are its last calls; an eviction must pay back within the fewest calls the
+        gate ever expects (the last eviction of a finished run re-sent the history for a
+        call or two and never paid back)."""
         calls = expected_remaining_calls(
             batch.calls, self.config.expected_calls_min, self.config.expected_calls_ratio
         )
+        if wrapping_up:
+            calls = self.config.expected_calls_min
         best: tuple[float, Any, int] | None = None
         first = None
         for cut in sorted({s.start for s in plan.segments}):

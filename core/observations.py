@@ -88,6 +88,27 @@ def is_observation(msg: Mapping[str, Any], previous: Mapping[str, Any] | None) -
     return observation_marker(msg) is not None
 
 
+# What an agent does when it wraps its work up: it exports its change as a diff (the
+# deliverable of a coding task), or submits. Not words: the action itself. The session
+# is then in its last calls, so an eviction must pay back within the fewest calls the
+# cost gate assumes (`segments.closing`). Declared here, with the formats' markers.
+CLOSING_MARKERS: tuple[ObservationMarker, ...] = (
+    ObservationMarker("coding agents", "exports its change", re.compile(r"\bgit\s+(?:diff|format-patch)\b")),
+    ObservationMarker("mini-swe-agent", "submits", re.compile(r"\bCOMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\b")),
+    ObservationMarker("swe-agent", "submits", re.compile(r"\A\s*submit\s*\Z")),
+)
+CLOSING_TOOLS = frozenset({"submit"})
+"""Tools whose call ends the agent's work (SWE-agent's function-calling `submit`)."""
+
+
+def closing_action(tool: str, command: str) -> bool:
+    """Does this action wrap the agent's work up (see `CLOSING_MARKERS`)?"""
+    if tool.lower() in CLOSING_TOOLS:
+        return True
+    probe = command[:4000]
+    return any(marker.pattern.search(probe) for marker in CLOSING_MARKERS)
+
+
 _FENCE = re.compile(r"```[a-zA-Z_]*\n(.*?)```", re.DOTALL)
 
 

@@ -18,8 +18,9 @@ the records and says which bundles may go, and why:
 - **consumed listing**: a search or listing whose hits were all opened later or
   never named again.
 - **stale output**: a large result whose identifiers the agent has not used for
-  `stale_after_turns` turns.
-- **window** (`WindowRule`, off unless configured): once the rendered history passes
+  `stale_after_turns` turns. A whole read of a file is used while the agent names
+  the file (a partial read of it does not take its place), until superseded.
+- **window** (`WindowRule`, in `segment_window.py`): once the rendered history passes
   `trigger_tokens`, every bundle older than the last `keep_calls` calls goes in one
   pass. The next cut waits until the history grows past the trigger again, so a
   long tool loop costs one cache break per cut (a sawtooth), not one per call.
@@ -42,10 +43,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._canonical import canonical_json
-from .errors import ConfigError
 from .estimator import FAILED_RE, extract_refs
 from .ingest import DEDUP_NOTE
-from .observations import OBSERVATION_TOOL, is_observation, text_action
+from .observations import OBSERVATION_TOOL, closing_action, is_observation, text_action
+from .segment_window import WindowRule as WindowRule  # re-exported: the window is one of the rules
+from .segment_window import window_bundles as window_bundles
 from .tokens import message_tokens
 from .turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
 
@@ -123,77 +125,6 @@ class SegmentRules:
 
 
 @dataclass(frozen=True, slots=True)
-class WindowRule:
-    """The window rule: a sticky cut of everything but the last calls, when the history is large.
-
-    `trigger_tokens`: the rule fires when the rendered history (the managed messages
-    after eviction, stubs included; not the system prompt or the tool list) is larger.
-    `keep_calls`: the last this many calls (turns: one assistant message and its
-    results) stay; every older tool bundle goes, the user's words stay.
-    `text_turns`: also evict older turns without tool calls (the assistant's own
-    answers); off: they stay, small and often what later turns quote.
-    `keep_used_turns`: a bundle that one of the last this many turns used (a path or
-    identifier it introduced, named again in words or arguments) stays through the
-    cut, as the stale-output rule would keep it; None: the cut takes everything old.
-    On Claude Code 2 keeps the files being worked on: 0.803x -> 0.801x of vanilla,
-    retention 97.5% -> 97.7%, 37 -> 34 charged recalls.
-
-    The defaults come from the README's sweep on the Claude Code sessions
-    (`tokenpilot bench ../shared/traces/claude_code_spotter --ablation`).
-    """
-
-    trigger_tokens: int = 60_000
-    keep_calls: int = 5
-    text_turns: bool = False
-    keep_used_turns: int | None = 2
-
-    def __post_init__(self) -> None:
-        for name in ("trigger_tokens", "keep_calls", "keep_used_turns"):
-            value = getattr(self, name)
-            if name == "keep_used_turns" and value is None:
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"window {name} must be a positive integer, not {value!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "trigger_tokens": self.trigger_tokens,
-            "keep_calls": self.keep_calls,
-            "text_turns": self.text_turns,
-            "keep_used_turns": self.keep_used_turns,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> WindowRule:
-        return cls(**dict(d))
-
-
-def window_bundles(
-    has_calls: Sequence[bool],
-    rule: WindowRule | None,
-    rendered_tokens: int,
-    last_use: Sequence[int] | None = None,
-) -> dict[int, str]:
-    """Turn index -> reason, for the turns the window rule evicts now (none below the trigger).
-
-    `has_calls[i]`: turn i made a tool call. `last_use[i]`: the last turn that used
-    what turn i introduced (`last_uses`); needed for `rule.keep_used_turns`. Turns
-    already evicted are left to `plan_eviction`, which never plans a turn twice.
-    """
-    if rule is None or rendered_tokens <= rule.trigger_tokens:
-        return {}
-    n = len(has_calls) - rule.keep_calls
-    reason = f"window: before the last {rule.keep_calls} calls"
-    now = len(has_calls) - 1
-    spare = rule.keep_used_turns
-
-    def in_use(i: int) -> bool:
-        return spare is not None and last_use is not None and last_use[i] > i and now - last_use[i] < spare
-
-    return {i: reason for i in range(max(n, 0)) if (has_calls[i] or rule.text_turns) and not in_use(i)}
-
-
-@dataclass(frozen=True, slots=True)
 class BundleRecord:
     """One turn, as the segment rules see it."""
 
@@ -211,6 +142,7 @@ class BundleRecord:
     failed: bool
     repeat: bool  # a result is a dedup preview pointing at an earlier copy: it supersedes nothing
     tokens: int
+    closes: bool = False  # its action wraps the agent's work up (`observations.closing_action`)
 
 
 def _norm_tool(name: str) -> str:
@@ -358,7 +290,27 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
         failed=any(FAILED_RE.match(r) for r in results),
         repeat=any(DEDUP_NOTE in r for r in results),
         tokens=tokens,
+        closes=any(closing_action(_norm_tool(n), _command_of(a, raw)) for n, a, raw in calls),
     )
+
+
+def _command_of(args: Mapping[str, Any], raw: str) -> str:
+    """The command a call runs (a shell's `command`), else its raw arguments."""
+    command = args.get("command")
+    return command if isinstance(command, str) else raw
+
+
+def closing(records: Sequence[BundleRecord]) -> bool:
+    """The agent is wrapping its work up: it exported its change or submitted
+    (`observations.CLOSING_MARKERS`) and has not changed a file since, nor has the
+    person asked for anything since (either starts a new stretch of work)."""
+    for r in reversed(records):
+        if r.closes:
+            return True
+        if r.opens_with_user or r.kind in ("write", "edit"):
+            return False
+    return False
+    return False
 
 
 RULES = ("superseded read", "superseded command", "consumed listing", "stale output", "window")
@@ -381,17 +333,30 @@ def last_uses(records: Sequence[BundleRecord]) -> list[int]:
     """Per bundle, the last turn that used a reference it provided (itself when none did).
 
     Each use is charged to the latest earlier bundle that provided the reference, so a
-    name every output mentions keeps only its latest carrier alive.
+    name every output mentions keeps only its latest carrier alive. A file's name is
+    also charged to the standing whole read of that file: a later partial read (`sed -n`,
+    a line range) of it carries its name without holding the rest of its text, so the
+    whole read stays in use while the agent works on the file, until a later whole read
+    or whole write supersedes it. (Charged to the partial read alone, the whole read went
+    stale under the agent's feet: on mini-swe-agent `django-13321` 86.7% retention.)
     """
     last_use = list(range(len(records)))
     carrier: dict[str, int] = {}
+    whole: dict[str, int] = {}  # file name -> its standing whole read
     for j, r in enumerate(records):
         for ref in r.uses:
-            i = carrier.get(ref)
-            if i is not None and i < j:
-                last_use[i] = j
+            for i in (carrier.get(ref), whole.get(ref)):
+                if i is not None and i < j:
+                    last_use[i] = j
         for ref in r.provides:
             carrier[ref] = j
+        if r.paths and not r.failed and not r.repeat:
+            if r.kind == "write":
+                for ref in _file_names(r.paths):
+                    whole.pop(ref, None)
+            elif r.kind == "read" and r.whole_read:
+                for ref in _file_names(r.paths):
+                    whole[ref] = j
     return last_use
 
 

@@ -38,6 +38,8 @@ DEFAULT_LIMITS: Mapping[str, int | None] = MappingProxyType(
         **_family(100_000, "glob", "write", "edit", "write_file", "edit_file", "apply_patch"),
         # A read is exactly what was asked for: never cut (use offset/limit to read less).
         **_family(None, "read", "file_read", "read_file", "view", "cat"),
+        # A fetch of a named page or document is the web's read: what was asked for.
+        **_family(None, "webfetch", "web_fetch", "fetch"),
     }
 )
 """Characters allowed per tool family (lower-case, `_` for `-`); None means unlimited."""
