@@ -1,18 +1,27 @@
 """LightMem2 (the paper's own implementation, `zjunlp/LightMem2`), its TokenPilot preset
-through its Claude Code adapter, run from its own TypeScript sources under Node.
+run through the adapter its users install on each host, from its own TypeScript
+sources under Node.
 
-What runs: the adapter's before-call reduction, `applyBeforeCallReductionToClaudePayload`,
-at the adapter's defaults (no config file: reduction on, gates 2,200 / 1,200 chars, every
-pass on), on every call, on the whole Anthropic body Claude Code would send, exactly as
-its gateway does before forwarding; its session state and the archive it writes for
-every original live under a scratch `HOME`. What does not run: its stabiliser and its
-eviction (the gateway's other stages; eviction is off in the adapter's defaults), and
-its OpenClaw and Codex adapters: every trace set goes through the Claude Code adapter,
-whatever agent recorded it, and `notes()` says so.
+Which adapter runs is chosen by the recorded session's format (`session_for`):
+- Claude Code sessions: the Claude Code gateway's before-call chain on the Anthropic
+  body Claude Code sends (decode, stable prefix, recovery protocol, then
+  `applyBeforeCallReductionToClaudePayload`, encode), on every call;
+- OpenClaw sessions: the OpenClaw plugin proxy's `prepareProxyRequest` on the Responses
+  body OpenClaw's provider sends (its stabiliser, procedural memory, recovery protocol
+  and `applyProxyReductionToInput`), on every call; with `persist` on, also the plugin's
+  `tool_result_persist` hook once per tool result as it enters the transcript;
+- every other set (tau-bench, τ²-bench, mini-swe-agent, SWE-agent: OpenAI chat): the
+  Codex proxy's before-call chain on the Responses body Codex would send (decode,
+  stable prefix, recovery protocol, `applyBeforeCallReductionToPayload`, sync); see
+  `lightmem2_wire` for what maps.
+Every config is the adapter's install default, "normal" mode: stabiliser and reduction
+on (gates 2,200 / 1,200 chars, every pass), eviction off, no estimator, OpenClaw's
+`tool_result_persist` hook off. What does not run, and why, `notes()` says.
 
-Each reduced block ends with a recovery hint naming `memory_fault_recover` and a
-`segment:message-<i>-block-<j>` data key: those keys are the artifacts a recall would
-fetch, and a recall returns the block's original text (charged like TokenPilot's).
+Each reduced block ends with a recovery hint naming `memory_fault_recover`, a data key
+and the archive file the adapter wrote under a scratch `HOME`; a recall of that key
+returns the archive's `originalText` (what `memory_fault_recover` reads), charged like
+TokenPilot's recall.
 
 Where LightMem2 is: `$TOKENPILOT_LIGHTMEM2_DIR`, else `../shared/lightmem2` beside the
 working directory or the repository. It runs from a copy in the e2e cache
@@ -31,17 +40,30 @@ import os
 import re
 import shutil
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ....messages import from_anthropic, to_anthropic
 from ..method import Message, Method, MethodSession, Rendered
+from .lightmem2_wire import Wire, from_responses, to_responses
 from .node_driver import NodeDriver
 from .openclaw_pruning import _e2e_cache, find_node
 
 ENV_DIR = "TOKENPILOT_LIGHTMEM2_DIR"
-_KEY = re.compile(r'dataKey\\?":\\?"(segment:message-(\d+)-block-(\d+))')
+HOSTS = ("claude", "codex", "openclaw")
+# the recorded session's format -> the adapter its agent's users install
+FORMAT_HOST = {"claude_code": "claude", "openclaw": "openclaw", "openclaw_sqlite": "openclaw",
+               "openclaw_pinchbench": "openclaw"}  # fmt: skip
+MODEL = {"claude": "claude-sonnet-4-5", "codex": "gpt-5.4-mini", "openclaw": "gpt-5.4-mini"}
+# a recovery hint: `{"dataKey":"<key>"}.` ... `Archive: <file>` (artifact-store's buildRecoveryHint)
+_HINT = re.compile(r'memory_fault_recover with \{"dataKey":"([^"]+)"\}\.\n.*?Archive: (\S+)', re.S)
+
+
+def host_for(fmt: str) -> str:
+    """The LightMem2 adapter for a recorded session's format."""
+    return FORMAT_HOST.get(fmt, "codex")
 
 
 def find_lightmem2() -> tuple[Path | None, str]:
@@ -63,7 +85,7 @@ def _deps() -> Path:
 
 
 # This module is a peer: the bench finds it by these names (`peers.__init__`), no list to edit.
-METHOD_NAMES = ("lightmem2",)
+METHOD_NAMES = ("lightmem2", "lightmem2_persist")
 REPORT_ORDER = 40  # where its rows go among the peers'
 
 
@@ -81,7 +103,7 @@ def missing() -> str | None:
 
 
 def methods() -> list[Method]:
-    return [LightMem2()]
+    return [LightMem2(), LightMem2(name="lightmem2_persist", persist=True)]
 
 
 def _runtime(src: Path) -> Path:
@@ -119,7 +141,7 @@ def _runtime(src: Path) -> Path:
 
 class _Driver(NodeDriver):
     """A long-lived `node --import tsx lightmem2.mjs`: one JSON line in, one out.
-    Its HOME is a scratch folder: the adapter archives every original under it."""
+    Its HOME is a scratch folder: the adapters keep state and archive every original under it."""
 
     def __init__(self) -> None:
         src, why = find_lightmem2()
@@ -132,7 +154,7 @@ class _Driver(NodeDriver):
             "LightMem2 driver",
             node,
             "lightmem2.mjs",
-            [str(run)],
+            [str(run), ",".join(HOSTS)],
             node_flags=["--import", str(run / "node_modules" / "tsx" / "dist" / "loader.mjs")],
             env={"HOME": self.home.name},
             cwd=self.home.name,
@@ -146,22 +168,30 @@ class _Driver(NodeDriver):
 
 @dataclass(slots=True)
 class LightMem2:
-    """LightMem2's TokenPilot preset through its Claude Code adapter's before-call
-    reduction, on every call. One Node process (and one scratch HOME) per replay."""
+    """LightMem2's TokenPilot preset through each host's own adapter, on every call.
+    `persist`: also OpenClaw's `tool_result_persist` hook (off in its install default).
+    One Node process (and one scratch HOME) per replay."""
 
     name: str = "lightmem2"
+    persist: bool = False
     kind: ClassVar[str] = "peer"
     _driver: _Driver | None = field(default=None, repr=False)
     _users: int = 0
-    requests: int = 0
-    changed: int = 0  # requests in which the adapter changed at least one block
+    requests: Counter[str] = field(default_factory=Counter)  # host -> requests sent
+    changed: Counter[str] = field(default_factory=Counter)  # host -> requests it changed a block of
+    persisted: int = 0  # tool results the persist hook replaced at ingestion
 
     def session(self, session_id: str) -> MethodSession:
+        """A session on the Claude Code adapter (a caller that does not say the format)."""
+        return self.session_for(session_id, "claude_code")
+
+    def session_for(self, session_id: str, fmt: str) -> MethodSession:
+        """A session on the adapter of the recorded session's agent."""
         if self._driver is None:
             self._driver = _Driver()
             atexit.register(self._driver.close)
         self._users += 1
-        return _LightMem2Session(self, self._driver, session_id)
+        return _LightMem2Session(self, self._driver, session_id, host_for(fmt))
 
     def _release(self) -> None:
         self._users -= 1
@@ -170,51 +200,112 @@ class LightMem2:
             self._driver = None  # a later replay starts from a fresh process and HOME
 
     def notes(self) -> list[str]:
-        return [
-            f"lightmem2 ran: its Claude Code adapter's before-call reduction on every call, "
-            f"changing {self.changed}/{self.requests} requests",
-            "lightmem2 did not run: its stabiliser, eviction, OpenClaw and Codex adapters "
-            "(every set went through the Claude Code adapter)",
-        ]
+        label = {"claude": "Claude Code gateway", "codex": "Codex proxy", "openclaw": "OpenClaw plugin proxy"}
+        ran = "; ".join(
+            f"{label[h]} before-call chain (stable prefix, recovery protocol, reduction) changed "
+            f"{self.changed[h]}/{self.requests[h]} requests"
+            for h in HOSTS
+            if self.requests[h]
+        )
+        lines = [f"{self.name} ran: {ran or 'nothing'}"]
+        if self.persist:
+            lines.append(
+                f"{self.name} ran OpenClaw's tool_result_persist hook at ingestion: {self.persisted} results persisted"
+            )
+        lines.append(
+            f"{self.name} did not run: eviction (off in every adapter's install default; its LLM "
+            "estimator needs an endpoint), Codex's context rewrite (off by default), OpenClaw's "
+            "context engine (it reads OpenClaw's own transcript files)"
+            + ("" if self.persist else ", OpenClaw's tool_result_persist hook (off by default)")
+        )
+        return lines
 
 
 def _merge(original: list[Message], before: list[Message], after: list[Message]) -> list[Message]:
     """The prompt with each message the adapter changed replaced by its reduced form;
-    messages it left alone stay the agent's own objects (no format round trip)."""
+    messages it left alone stay the agent's own objects (no format round trip). A system
+    message the adapter added in front (its recovery protocol) leads."""
+    lead: list[Message] = []
+    if len(after) == len(before) + 1 and after[0].get("role") == "system":
+        lead, after = after[:1], after[1:]
     if len(before) != len(after) or len(before) != len(original):
-        return after
-    return [a if b != a else o for o, b, a in zip(original, before, after)]
+        return lead + after
+    return lead + [a if b != a else o for o, b, a in zip(original, before, after)]
 
 
 class _LightMem2Session:
-    def __init__(self, method: LightMem2, driver: _Driver, session_id: str) -> None:
+    def __init__(self, method: LightMem2, driver: _Driver, session_id: str, host: str) -> None:
         self.method = method
         self.driver = driver
         self.sid = session_id
-        self.originals: dict[str, str] = {}  # data key -> the block's original text
+        self.host = host
+        self.originals: dict[str, str] = {}  # data key -> the archived original
+        self.ingested: dict[tuple[str, str], str] = {}  # (call id, result) -> what the hook kept
         self.closed = False
 
     def render(self, prompt: list[Message], tools: list[dict[str, Any]], timestamp: float | None) -> Rendered:
-        body = to_anthropic(prompt, tools)
-        sent = json.loads(json.dumps(body))
-        reply = self.driver.call({"session": self.sid, "payload": sent})
-        reduced = reply["payload"]
-        self.method.requests += 1
-        self.method.changed += bool(reply.get("changed"))
-        system = body.get("system")
-        before, _ = from_anthropic(body["messages"], system)
-        after, _ = from_anthropic(reduced["messages"], reduced.get("system"))
-        messages = _merge(prompt, before, after)
+        agent = {id(m) for m in prompt}
+        if self.method.persist and self.host == "openclaw":
+            names = {
+                c.get("id"): (c.get("function") or {}).get("name", "")
+                for m in prompt
+                for c in m.get("tool_calls") or []
+            }
+            prompt = [self._ingest(m, names) if m.get("role") == "tool" else m for m in prompt]
+        messages = self._claude(prompt, tools) if self.host == "claude" else self._responses(prompt, tools)
         keys = set()
-        for m in _KEY.finditer(json.dumps(reduced["messages"], ensure_ascii=False)):
-            key, i, j = m.group(1), int(m.group(2)), int(m.group(3))
-            keys.add(key)
-            if key not in self.originals:
-                self.originals[key] = _block_text(body["messages"], i, j)
+        for msg in messages:
+            if id(msg) in agent:  # the agent's own message: nothing reduced in it
+                continue
+            for m in _HINT.finditer(_text(msg.get("content"))):
+                key, archive = m.group(1), m.group(2)
+                keys.add(key)
+                if key not in self.originals:
+                    self.originals[key] = _archived(archive)
         return Rendered(messages, tools, len(messages), frozenset(keys))
 
+    def _send(self, payload: dict[str, Any]) -> dict[str, Any]:
+        reply = self.driver.call({"host": self.host, "session": self.sid, "payload": payload})
+        self.method.requests[self.host] += 1
+        self.method.changed[self.host] += bool(reply.get("changed"))
+        return reply["payload"]
+
+    def _claude(self, prompt: list[Message], tools: list[dict[str, Any]]) -> list[Message]:
+        body = {"model": MODEL["claude"], **to_anthropic(prompt, tools)}
+        reduced = self._send(json.loads(json.dumps(body)))
+        before, _ = from_anthropic(body["messages"], body.get("system"))
+        after, _ = from_anthropic(reduced["messages"], reduced.get("system"))
+        return _merge(prompt, before, after)
+
+    def _responses(self, prompt: list[Message], tools: list[dict[str, Any]]) -> list[Message]:
+        wire: Wire = to_responses(prompt, tools, self.host, MODEL[self.host])
+        reduced = self._send(json.loads(json.dumps(wire.body)))
+        messages = from_responses(wire, reduced, prompt)
+        if messages is None:
+            raise RuntimeError(f"lightmem2 {self.host}: the proxy changed the items' shape; no map back")
+        return messages
+
+    def _ingest(self, msg: Message, names: dict[Any, str]) -> Message:
+        """OpenClaw's tool_result_persist hook on a tool result, once, as it enters."""
+        content = msg.get("content")
+        text = content if isinstance(content, str) else json.dumps(content)
+        key = (str(msg.get("tool_call_id", "")), text)
+        kept = self.ingested.get(key)
+        if kept is None:
+            call_id = key[0].split("|", 1)[0]
+            tool = str(names.get(msg.get("tool_call_id")) or "").strip().lower()
+            event_msg = {"role": "toolResult", "toolCallId": call_id, "toolName": tool,
+                         "content": [{"type": "text", "text": text}]}  # fmt: skip
+            reply = self.driver.call({"host": "openclaw", "op": "persist", "session": self.sid,
+                                      "toolName": tool, "toolCallId": call_id, "message": event_msg})  # fmt: skip
+            parts = reply["message"].get("content")
+            kept = parts if isinstance(parts, str) else "\n".join(p.get("text", "") for p in parts or [])
+            self.method.persisted += kept != text
+            self.ingested[key] = kept
+        return msg if kept == text else {**msg, "content": kept}
+
     def recall_text(self, artifact_id: str) -> str | None:
-        """What `memory_fault_recover` returns for a data key: the original block."""
+        """What `memory_fault_recover` returns for a data key: the archived original."""
         return self.originals.get(artifact_id)
 
     def close(self) -> None:
@@ -223,13 +314,16 @@ class _LightMem2Session:
             self.method._release()
 
 
-def _block_text(messages: list[dict[str, Any]], i: int, j: int) -> str:
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _archived(path: str) -> str:
     try:
-        content = messages[i]["content"]
-        block = content[j] if isinstance(content, list) else {"text": content}
-    except (IndexError, KeyError, TypeError):
+        return str(json.loads(Path(path).read_text(encoding="utf-8")).get("originalText", ""))
+    except (OSError, ValueError):
         return ""
-    inner = block.get("content", block.get("text", ""))
-    if isinstance(inner, list):
-        return "\n".join(b.get("text", "") for b in inner if isinstance(b, dict))
-    return inner if isinstance(inner, str) else json.dumps(inner)
