@@ -7,7 +7,8 @@
 // Each request names a host and carries the body that host's agent sends to the
 // adapter's local proxy; the reply is the body the proxy would forward upstream:
 //   claude   Anthropic Messages body -> the Claude Code gateway's before-call chain
-//            (decode, stable prefix, recovery protocol, `applyBeforeCallReductionToClaudePayload`, encode)
+//            (decode, stable prefix, recovery protocol, `applyBeforeCallReductionToClaudePayload`,
+//            encode, or the raw body when encoding throws, as `encodeRequestOrBypass` does)
 //   codex    Responses body -> the Codex proxy's before-call chain
 //            (decode, stable prefix, recovery protocol, `applyBeforeCallReductionToPayload`, sync)
 //   openclaw Responses body -> the OpenClaw plugin proxy's `prepareProxyRequest`
@@ -63,12 +64,14 @@ async function claudeHost() {
   const codecs = await load(...src, "messages-codec.ts");
   const stable = await load(...src, "stable-prefix.ts");
   const pipeline = await load("packages", "foundation", "host-adapter", "src", "pipeline", "before-call-shared.ts");
+  const bypass = await load(...src, "context-rewrite", "encode-bypass.ts");
   preset.initializeClaudeCodeTokenPilotPreset(); // as the gateway does at start
   const config = configModule.normalizeTokenPilotClaudeCodeConfig({});
   const codec = codecs.createClaudeMessagesPayloadCodec();
   return {
     config: { modules: config.modules, eviction: config.eviction, reduction: config.reduction },
     async call(req) {
+      const rawBody = JSON.stringify(req.payload);
       const envelope = codec.decodeRequest(req.payload, { headers: { "x-session-id": req.session } });
       const prepared = await pipeline.prepareBeforeCallWithReductionSummary({
         envelope,
@@ -77,7 +80,10 @@ async function claudeHost() {
         prepareStablePrefix: (next) => stable.prepareClaudeStablePrefix(next, config),
         applyBeforeCallReduction: (args) => reduction.reduceClaudeRequestEnvelope({ ...args, config }),
       });
-      return { payload: codec.encodeRequest(prepared.envelope), summary: prepared.reductionSummary };
+      // the gateway forwards the raw body when encoding throws (a structured `system` whose
+      // text changed: its recovery protocol appended to Claude Code's system blocks)
+      const encoded = bypass.encodeRequestOrBypass({ codec, envelope: prepared.envelope, rawBody });
+      return { payload: encoded.payload, summary: prepared.reductionSummary, bypassed: encoded.bypassed };
     },
   };
 }
@@ -192,9 +198,10 @@ for await (const line of createInterface({ input: process.stdin, crlfDelay: Infi
       write(host.persist(req));
       continue;
     }
-    const { payload, summary } = await host.call(req);
+    const { payload, summary, bypassed } = await host.call(req);
     write({
       payload,
+      bypassed: Boolean(bypassed),
       changed: summary?.changedBlocks ?? 0,
       skipped: summary?.skippedReason ?? summary?.diagnostics?.skippedReason ?? null,
     });

@@ -40,6 +40,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,6 +180,7 @@ class LightMem2:
     _users: int = 0
     requests: Counter[str] = field(default_factory=Counter)  # host -> requests sent
     changed: Counter[str] = field(default_factory=Counter)  # host -> requests it changed a block of
+    bypassed: Counter[str] = field(default_factory=Counter)  # host -> raw bodies forwarded (encode threw)
     persisted: int = 0  # tool results the persist hook replaced at ingestion
 
     def session(self, session_id: str) -> MethodSession:
@@ -204,6 +206,7 @@ class LightMem2:
         ran = "; ".join(
             f"{label[h]} before-call chain (stable prefix, recovery protocol, reduction) changed "
             f"{self.changed[h]}/{self.requests[h]} requests"
+            + (f", forwarded {self.bypassed[h]} raw (its encode threw)" if self.bypassed[h] else "")
             for h in HOSTS
             if self.requests[h]
         )
@@ -239,7 +242,8 @@ class _LightMem2Session:
         self.driver = driver
         self.sid = session_id
         self.host = host
-        self.originals: dict[str, str] = {}  # data key -> the archived original
+        self.archives: dict[str, str] = {}  # data key -> the archive file its first hint named
+        self.originals: dict[str, str] = {}  # data key -> the archived original, once read
         self.ingested: dict[tuple[str, str], str] = {}  # (call id, result) -> what the hook kept
         self.closed = False
 
@@ -260,18 +264,24 @@ class _LightMem2Session:
             for m in _HINT.finditer(_text(msg.get("content"))):
                 key, archive = m.group(1), m.group(2)
                 keys.add(key)
-                if key not in self.originals:
-                    self.originals[key] = _archived(archive)
+                self.archives.setdefault(key, archive)
         return Rendered(messages, tools, len(messages), frozenset(keys))
 
     def _send(self, payload: dict[str, Any]) -> dict[str, Any]:
         reply = self.driver.call({"host": self.host, "session": self.sid, "payload": payload})
         self.method.requests[self.host] += 1
-        self.method.changed[self.host] += bool(reply.get("changed"))
+        bypassed = bool(reply.get("bypassed"))
+        self.method.bypassed[self.host] += bypassed
+        self.method.changed[self.host] += bool(reply.get("changed")) and not bypassed
         return reply["payload"]
 
     def _claude(self, prompt: list[Message], tools: list[dict[str, Any]]) -> list[Message]:
         body = {"model": MODEL["claude"], **to_anthropic(prompt, tools)}
+        system = body.get("system")
+        if isinstance(system, list) and all(b.get("type") == "text" for b in system):
+            # as a string: with blocks (as Claude Code sends them) the gateway's codec throws
+            # once its recovery protocol changes the text, and it answers HTTP 500
+            body["system"] = "\n\n".join(b.get("text", "") for b in system)
         reduced = self._send(json.loads(json.dumps(body)))
         before, _ = from_anthropic(body["messages"], body.get("system"))
         after, _ = from_anthropic(reduced["messages"], reduced.get("system"))
@@ -301,16 +311,31 @@ class _LightMem2Session:
             parts = reply["message"].get("content")
             kept = parts if isinstance(parts, str) else "\n".join(p.get("text", "") for p in parts or [])
             self.method.persisted += kept != text
+            for m in _HINT.finditer(kept):
+                self.archives.setdefault(m.group(1), m.group(2))
             self.ingested[key] = kept
         return msg if kept == text else {**msg, "content": kept}
 
     def recall_text(self, artifact_id: str) -> str | None:
-        """What `memory_fault_recover` returns for a data key: the archived original."""
-        return self.originals.get(artifact_id)
+        """What `memory_fault_recover` returns for a data key: the archived original. An
+        original that is itself a hint to an earlier archive (OpenClaw's proxy re-reducing
+        a persisted preview) resolves to that archive's original: one recall, not two."""
+        if artifact_id not in self.originals:
+            path = self.archives.get(artifact_id)
+            if path is None:
+                return None
+            text = _archived(path, artifact_id)
+            inner = [m.group(1) for m in _HINT.finditer(text) if m.group(1) in self.archives]
+            if len(inner) == 1 and inner[0] != artifact_id:
+                text = self.recall_text(inner[0]) or text
+            self.originals[artifact_id] = text
+        return self.originals[artifact_id]
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            for key in self.archives:  # read before the scratch HOME goes
+                self.recall_text(key)
             self.method._release()
 
 
@@ -322,8 +347,19 @@ def _text(content: Any) -> str:
     return ""
 
 
-def _archived(path: str) -> str:
-    try:
-        return str(json.loads(Path(path).read_text(encoding="utf-8")).get("originalText", ""))
-    except (OSError, ValueError):
-        return ""
+def _archived(path: str, key: str, wait_s: float = 5.0) -> str:
+    """The archived `originalText` for `key`, found as `memory_fault_recover` finds it:
+    by the archive folder's `key-lookup.json` (a hint's file name can differ from the file
+    written, each taking its own `Date.now()`), else by the file the hint names. Some
+    archives are written without being awaited, so wait for them, bounded."""
+    folder = Path(path).parent
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            lookup = json.loads((folder / "key-lookup.json").read_text(encoding="utf-8"))
+            target = Path(lookup[key]) if key in lookup else Path(path)
+            return str(json.loads(target.read_text(encoding="utf-8")).get("originalText", ""))
+        except (OSError, ValueError, KeyError, TypeError):
+            if time.monotonic() >= deadline:
+                return ""
+            time.sleep(0.01)

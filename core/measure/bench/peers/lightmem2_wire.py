@@ -151,7 +151,9 @@ def _rebuild(original: Message, items: list[dict[str, Any]]) -> Message:
     out = dict(original)
     if original.get("role") == "tool":
         output = items[0].get("output", "")
-        out["content"] = output if isinstance(output, str) else _chat_content(output, original.get("content"))
+        if isinstance(output, str) and isinstance(original.get("content"), list):
+            output = [{"type": "input_text", "text": output}]  # a list result keeps its shape
+        out["content"] = _chat_content(output, original.get("content"))
         return out
     calls = [it for it in items if it.get("type") == "function_call"]
     texts = [it for it in items if it.get("type") != "function_call"]
