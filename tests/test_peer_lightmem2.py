@@ -59,7 +59,7 @@ def test_reduces_a_big_output_and_recalls_its_original():
         assert "[Recovery Protocol]" in last.messages[0]["content"]
     finally:
         ms.close()
-    assert "Claude Code gateway" in method.notes()[0] and "changed 1/2 requests" in method.notes()[0]
+    assert "Claude Code gateway" in method.notes()[0] and "cut messages in 1/2 requests" in method.notes()[0]
 
 
 def test_replay_prices_it():

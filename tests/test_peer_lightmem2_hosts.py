@@ -55,7 +55,7 @@ def _tool(rendered):
 @pytest.mark.parametrize(
     ("fmt", "label", "key_prefix"),
     [
-        ("tau_bench", "Codex proxy", "segment:input-"),
+        ("tau_bench", "Codex proxy's before-call chain", "segment:input-"),
         ("openclaw_pinchbench", "OpenClaw plugin proxy", "segment:proxy-"),
     ],
 )
@@ -79,7 +79,7 @@ def test_responses_adapters_reduce_the_log_and_recall_its_archived_original(fmt,
     # its recovery protocol rides in the system prompt
     assert "[Recovery Protocol]" in str(second.messages[0]["content"])
     notes = method.notes()
-    assert f"{label} before-call chain" in notes[0] and "changed 2/3 requests" in notes[0]
+    assert f"{label} (stabiliser" in notes[0] and "cut messages in 2/3 requests" in notes[0]
     assert "did not run: eviction" in notes[-1]
 
 
@@ -96,13 +96,13 @@ def test_claude_gateway_adds_its_protocol_and_reduces(system):
     (key,) = rendered[1].artifact_ids
     assert key.startswith("segment:message-") and ms.recall_text(key) == LOG
     assert len(_tool(rendered[1])["content"]) < len(LOG) / 2
-    assert "Claude Code gateway" in method.notes()[0] and "changed 2/3 requests" in method.notes()[0]
+    assert "Claude Code gateway" in method.notes()[0] and "cut messages in 2/3 requests" in method.notes()[0]
 
 
 def test_claude_gateway_fails_on_system_blocks_as_claude_code_sends_them():
     """A system prompt as text blocks: the codec refuses to encode a changed structured
     system (its gateway answers HTTP 500), so the bench sends the system as a string."""
-    driver = peer._Driver()
+    driver = peer._Driver(("claude",))
     try:
         body = {"model": "claude-sonnet-4-5", "system": [{"type": "text", "text": "You are Claude Code."}],
                 "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
@@ -132,3 +132,18 @@ def test_openclaw_persist_hook_then_the_proxy_re_reduces_the_preview():
     assert key.startswith("segment:proxy-") and ms.recall_text(key) == LOG
     assert ms.recall_text("tool_result_persist:exec:call_1") == LOG
     assert any("tool_result_persist hook at ingestion: 1 results persisted" in n for n in method.notes())
+
+
+def test_claude_gateway_with_its_eviction_on_stubs_a_big_result_one_call_later():
+    """`lightmem2_evict`: the gateway's heuristic eviction (no estimator configured) replaces
+    a tool result over 4,000 chars with its stub on the call after the one that reduced
+    it; a recall of the stub's key returns the original it archived."""
+    session = _session("claude_code", system=False, call_id="toolu_1")
+    method = peer.LightMem2(name="lightmem2_evict", evict=True)
+    ms, rendered = _render_all(method, session)
+    reduced, stubbed = _tool(rendered[1])["content"], _tool(rendered[2])["content"]
+    assert "memory_fault_recover" in reduced and len(reduced) < len(LOG) / 2
+    assert stubbed.startswith("[Tool payload trimmed; recovery_ref=claude_tool_result:")
+    (key,) = rendered[2].artifact_ids
+    assert key.startswith("claude_tool_result:") and ms.recall_text(key) == LOG
+    assert "Claude Code gateway with its eviction on" in method.notes()[0]

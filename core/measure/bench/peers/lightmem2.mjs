@@ -6,9 +6,10 @@
 //
 // Each request names a host and carries the body that host's agent sends to the
 // adapter's local proxy; the reply is the body the proxy would forward upstream:
-//   claude   Anthropic Messages body -> the Claude Code gateway's before-call chain
-//            (decode, stable prefix, recovery protocol, `applyBeforeCallReductionToClaudePayload`,
-//            encode, or the raw body when encoding throws, as `encodeRequestOrBypass` does)
+//   claude   Anthropic Messages body -> the Claude Code gateway itself, on a local port, its
+//            upstream replaced (see claudeHost): lifecycle planner, eviction (off by default;
+//            `claude_evict` turns it on), stable prefix, recovery protocol,
+//            `applyBeforeCallReductionToClaudePayload`, encode or bypass
 //   codex    Responses body -> the Codex proxy's before-call chain
 //            (decode, stable prefix, recovery protocol, `applyBeforeCallReductionToPayload`, sync)
 //   openclaw Responses body -> the OpenClaw plugin proxy's `prepareProxyRequest`
@@ -19,6 +20,7 @@
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { homedir } from "node:os";
+import { createServer } from "node:net";
 import path from "node:path";
 
 const root = process.argv[2];
@@ -56,35 +58,62 @@ const OPENCLAW_NORMAL = {
   taskStateEstimator: { enabled: false },
 };
 
-async function claudeHost() {
+// a free local port for a gateway (it listens on the port its config names)
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// Claude Code's own gateway (`startClaudeCodeGatewayRuntime`), the whole request path,
+// on a local port; its forwarder is replaced by one that keeps the body it would send
+// upstream and answers with a short canned message. `evict`: its eviction switches on
+// (`modules.eviction`, `eviction.enabled`: off in its install default); with no estimator
+// configured it plans by its heuristic (tool results over `eviction.minBlockChars`).
+async function claudeHost(evict) {
   const src = ["adapters", "claude-code", "src"];
-  const reduction = await load(...src, "reduction.ts");
   const configModule = await load(...src, "config.ts");
-  const preset = await load(...src, "preset.ts");
-  const codecs = await load(...src, "messages-codec.ts");
-  const stable = await load(...src, "stable-prefix.ts");
-  const pipeline = await load("packages", "foundation", "host-adapter", "src", "pipeline", "before-call-shared.ts");
-  const bypass = await load(...src, "context-rewrite", "encode-bypass.ts");
-  preset.initializeClaudeCodeTokenPilotPreset(); // as the gateway does at start
-  const config = configModule.normalizeTokenPilotClaudeCodeConfig({});
-  const codec = codecs.createClaudeMessagesPayloadCodec();
+  const gateway = await load(...src, "gateway-runtime.ts");
+  const port = await freePort();
+  const raw = { proxyPort: port, stateDir: path.join(homedir(), ".claude", evict ? "tokenpilot-evict" : "tokenpilot") };
+  if (evict) Object.assign(raw, { modules: { eviction: true }, eviction: { enabled: true } });
+  const config = configModule.normalizeTokenPilotClaudeCodeConfig(raw);
+  let forwarded = null;
+  const answer = (model) => JSON.stringify({
+    id: "msg_bench", type: "message", role: "assistant", model,
+    content: [{ type: "text", text: "ok" }], stop_reason: "end_turn", stop_sequence: null,
+    usage: { input_tokens: 1, output_tokens: 1 },
+  });
+  const forwarder = {
+    async request({ payload }) {
+      forwarded = payload;
+      return { status: 200, headers: { "content-type": "application/json" }, text: answer(payload?.model ?? "") };
+    },
+    async requestStream() {
+      throw new Error("the bench sends no streaming requests");
+    },
+  };
+  const runtime = await gateway.startClaudeCodeGatewayRuntime({ config, logger: quiet, forwarder });
   return {
     config: { modules: config.modules, eviction: config.eviction, reduction: config.reduction },
     async call(req) {
-      const rawBody = JSON.stringify(req.payload);
-      const envelope = codec.decodeRequest(req.payload, { headers: { "x-session-id": req.session } });
-      const prepared = await pipeline.prepareBeforeCallWithReductionSummary({
-        envelope,
-        codec,
-        config: { mode: "normal" },
-        prepareStablePrefix: (next) => stable.prepareClaudeStablePrefix(next, config),
-        applyBeforeCallReduction: (args) => reduction.reduceClaudeRequestEnvelope({ ...args, config }),
+      forwarded = null;
+      const res = await fetch(`http://127.0.0.1:${port}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-session-id": req.session },
+        body: JSON.stringify(req.payload),
       });
-      // the gateway forwards the raw body when encoding throws (a structured `system` whose
-      // text changed: its recovery protocol appended to Claude Code's system blocks)
-      const encoded = bypass.encodeRequestOrBypass({ codec, envelope: prepared.envelope, rawBody });
-      return { payload: encoded.payload, summary: prepared.reductionSummary, bypassed: encoded.bypassed };
+      const text = await res.text();
+      if (res.status !== 200 || forwarded === null) throw new Error(`gateway answered ${res.status}: ${text.slice(0, 500)}`);
+      const same = JSON.stringify(forwarded) === JSON.stringify(req.payload);
+      return { payload: forwarded, summary: { changedBlocks: same ? 0 : 1 } };
     },
+    close: () => runtime.close(),
   };
 }
 
@@ -176,7 +205,7 @@ async function openclawHost() {
   };
 }
 
-const makers = { claude: claudeHost, codex: codexHost, openclaw: openclawHost };
+const makers = { claude: () => claudeHost(false), claude_evict: () => claudeHost(true), codex: codexHost, openclaw: openclawHost };
 const hosts = {};
 let hello;
 try {
@@ -198,10 +227,9 @@ for await (const line of createInterface({ input: process.stdin, crlfDelay: Infi
       write(host.persist(req));
       continue;
     }
-    const { payload, summary, bypassed } = await host.call(req);
+    const { payload, summary } = await host.call(req);
     write({
       payload,
-      bypassed: Boolean(bypassed),
       changed: summary?.changedBlocks ?? 0,
       skipped: summary?.skippedReason ?? summary?.diagnostics?.skippedReason ?? null,
     });
@@ -209,3 +237,5 @@ for await (const line of createInterface({ input: process.stdin, crlfDelay: Infi
     write({ error: String(err && err.stack ? err.stack : err) });
   }
 }
+for (const host of Object.values(hosts)) await host.close?.();
+process.exit(0); // a gateway's server would keep the loop alive

@@ -3,9 +3,13 @@ run through the adapter its users install on each host, from its own TypeScript
 sources under Node.
 
 Which adapter runs is chosen by the recorded session's format (`session_for`):
-- Claude Code sessions: the Claude Code gateway's before-call chain on the Anthropic
-  body Claude Code sends (decode, stable prefix, recovery protocol, then
-  `applyBeforeCallReductionToClaudePayload`, encode), on every call;
+- Claude Code sessions: Claude Code's own gateway (`startClaudeCodeGatewayRuntime`) on
+  a local port, the whole request path, with its upstream forwarder replaced by one
+  that keeps the body it would forward (lifecycle planner, eviction, stabiliser,
+  recovery protocol, `applyBeforeCallReductionToClaudePayload`, encode or bypass), on
+  every call. The system prompt goes as a string: as text blocks, which is how Claude
+  Code sends it, the gateway's codec refuses to encode the system once its recovery
+  protocol is appended and the gateway answers HTTP 500 (tested);
 - OpenClaw sessions: the OpenClaw plugin proxy's `prepareProxyRequest` on the Responses
   body OpenClaw's provider sends (its stabiliser, procedural memory, recovery protocol
   and `applyProxyReductionToInput`), on every call; with `persist` on, also the plugin's
@@ -16,11 +20,14 @@ Which adapter runs is chosen by the recorded session's format (`session_for`):
   `lightmem2_wire` for what maps.
 Every config is the adapter's install default, "normal" mode: stabiliser and reduction
 on (gates 2,200 / 1,200 chars, every pass), eviction off, no estimator, OpenClaw's
-`tool_result_persist` hook off. What does not run, and why, `notes()` says.
+`tool_result_persist` hook off. `lightmem2_persist` turns that hook on; `lightmem2_evict`
+turns the Claude Code gateway's eviction on, which with no estimator plans by its
+heuristic (tool results over 4,000 chars). What does not run, and why, `notes()` says.
 
 Each reduced block ends with a recovery hint naming `memory_fault_recover`, a data key
-and the archive file the adapter wrote under a scratch `HOME`; a recall of that key
-returns the archive's `originalText` (what `memory_fault_recover` reads), charged like
+and an archive file the adapter wrote under a scratch `HOME` (an eviction stub names a
+`recovery_ref` key); a recall of that key returns the archived `originalText`, found by
+the archive folder's `key-lookup.json` as `memory_fault_recover` finds it, charged like
 TokenPilot's recall.
 
 Where LightMem2 is: `$TOKENPILOT_LIGHTMEM2_DIR`, else `../shared/lightmem2` beside the
@@ -53,18 +60,25 @@ from .node_driver import NodeDriver
 from .openclaw_pruning import _e2e_cache, find_node
 
 ENV_DIR = "TOKENPILOT_LIGHTMEM2_DIR"
-HOSTS = ("claude", "codex", "openclaw")
+HOSTS = ("claude", "claude_evict", "codex", "openclaw")
+LABEL = {"claude": "Claude Code gateway", "claude_evict": "Claude Code gateway with its eviction on",
+         "codex": "Codex proxy's before-call chain", "openclaw": "OpenClaw plugin proxy"}  # fmt: skip
 # the recorded session's format -> the adapter its agent's users install
 FORMAT_HOST = {"claude_code": "claude", "openclaw": "openclaw", "openclaw_sqlite": "openclaw",
                "openclaw_pinchbench": "openclaw"}  # fmt: skip
 MODEL = {"claude": "claude-sonnet-4-5", "codex": "gpt-5.4-mini", "openclaw": "gpt-5.4-mini"}
 # a recovery hint: `{"dataKey":"<key>"}.` ... `Archive: <file>` (artifact-store's buildRecoveryHint)
 _HINT = re.compile(r'memory_fault_recover with \{"dataKey":"([^"]+)"\}\.\n.*?Archive: (\S+)', re.S)
+# the Claude Code gateway's eviction stub; its archive sits under the gateway's state folder
+_STUB = re.compile(r"\[Tool payload trimmed; recovery_ref=(claude_tool_result:[0-9a-f]+)\]")
+_STUB_ARCHIVE = Path(".claude", "tokenpilot-evict", "claude-context", "archive")
 
 
-def host_for(fmt: str) -> str:
-    """The LightMem2 adapter for a recorded session's format."""
-    return FORMAT_HOST.get(fmt, "codex")
+def host_for(fmt: str, *, evict: bool = False) -> str:
+    """The LightMem2 adapter for a recorded session's format (`evict`: Claude Code's
+    gateway with its eviction switched on; the others have no eviction without an estimator)."""
+    host = FORMAT_HOST.get(fmt, "codex")
+    return "claude_evict" if evict and host == "claude" else host
 
 
 def find_lightmem2() -> tuple[Path | None, str]:
@@ -86,7 +100,7 @@ def _deps() -> Path:
 
 
 # This module is a peer: the bench finds it by these names (`peers.__init__`), no list to edit.
-METHOD_NAMES = ("lightmem2", "lightmem2_persist")
+METHOD_NAMES = ("lightmem2", "lightmem2_persist", "lightmem2_evict")
 REPORT_ORDER = 40  # where its rows go among the peers'
 
 
@@ -104,7 +118,11 @@ def missing() -> str | None:
 
 
 def methods() -> list[Method]:
-    return [LightMem2(), LightMem2(name="lightmem2_persist", persist=True)]
+    return [
+        LightMem2(),
+        LightMem2(name="lightmem2_persist", persist=True),
+        LightMem2(name="lightmem2_evict", evict=True),
+    ]
 
 
 def _runtime(src: Path) -> Path:
@@ -144,7 +162,7 @@ class _Driver(NodeDriver):
     """A long-lived `node --import tsx lightmem2.mjs`: one JSON line in, one out.
     Its HOME is a scratch folder: the adapters keep state and archive every original under it."""
 
-    def __init__(self) -> None:
+    def __init__(self, hosts: tuple[str, ...]) -> None:
         src, why = find_lightmem2()
         node, why_node = find_node()
         if src is None or node is None:
@@ -155,7 +173,7 @@ class _Driver(NodeDriver):
             "LightMem2 driver",
             node,
             "lightmem2.mjs",
-            [str(run), ",".join(HOSTS)],
+            [str(run), ",".join(hosts)],
             node_flags=["--import", str(run / "node_modules" / "tsx" / "dist" / "loader.mjs")],
             env={"HOME": self.home.name},
             cwd=self.home.name,
@@ -170,17 +188,18 @@ class _Driver(NodeDriver):
 @dataclass(slots=True)
 class LightMem2:
     """LightMem2's TokenPilot preset through each host's own adapter, on every call.
-    `persist`: also OpenClaw's `tool_result_persist` hook (off in its install default).
+    `persist`: also OpenClaw's `tool_result_persist` hook (off in its install default);
+    `evict`: Claude Code's gateway with its eviction on (off in its install default).
     One Node process (and one scratch HOME) per replay."""
 
     name: str = "lightmem2"
     persist: bool = False
+    evict: bool = False
     kind: ClassVar[str] = "peer"
     _driver: _Driver | None = field(default=None, repr=False)
     _users: int = 0
     requests: Counter[str] = field(default_factory=Counter)  # host -> requests sent
-    changed: Counter[str] = field(default_factory=Counter)  # host -> requests it changed a block of
-    bypassed: Counter[str] = field(default_factory=Counter)  # host -> raw bodies forwarded (encode threw)
+    changed: Counter[str] = field(default_factory=Counter)  # host -> requests with a message cut
     persisted: int = 0  # tool results the persist hook replaced at ingestion
 
     def session(self, session_id: str) -> MethodSession:
@@ -190,10 +209,10 @@ class LightMem2:
     def session_for(self, session_id: str, fmt: str) -> MethodSession:
         """A session on the adapter of the recorded session's agent."""
         if self._driver is None:
-            self._driver = _Driver()
+            self._driver = _Driver(("claude_evict" if self.evict else "claude", "codex", "openclaw"))
             atexit.register(self._driver.close)
         self._users += 1
-        return _LightMem2Session(self, self._driver, session_id, host_for(fmt))
+        return _LightMem2Session(self, self._driver, session_id, host_for(fmt, evict=self.evict))
 
     def _release(self) -> None:
         self._users -= 1
@@ -202,11 +221,8 @@ class LightMem2:
             self._driver = None  # a later replay starts from a fresh process and HOME
 
     def notes(self) -> list[str]:
-        label = {"claude": "Claude Code gateway", "codex": "Codex proxy", "openclaw": "OpenClaw plugin proxy"}
         ran = "; ".join(
-            f"{label[h]} before-call chain (stable prefix, recovery protocol, reduction) changed "
-            f"{self.changed[h]}/{self.requests[h]} requests"
-            + (f", forwarded {self.bypassed[h]} raw (its encode threw)" if self.bypassed[h] else "")
+            f"{LABEL[h]} (stabiliser, recovery protocol, reduction) cut messages in {self.changed[h]}/{self.requests[h]} requests"
             for h in HOSTS
             if self.requests[h]
         )
@@ -215,10 +231,11 @@ class LightMem2:
             lines.append(
                 f"{self.name} ran OpenClaw's tool_result_persist hook at ingestion: {self.persisted} results persisted"
             )
+        evicted = "its LLM estimator (needs an endpoint), Codex's and OpenClaw's eviction (estimator only)"
         lines.append(
-            f"{self.name} did not run: eviction (off in every adapter's install default; its LLM "
-            "estimator needs an endpoint), Codex's context rewrite (off by default), OpenClaw's "
-            "context engine (it reads OpenClaw's own transcript files)"
+            f"{self.name} did not run: "
+            + (evicted if self.evict else "eviction (off in every adapter's install default), " + evicted)
+            + ", OpenClaw's context engine (it reads OpenClaw's own transcript files)"
             + ("" if self.persist else ", OpenClaw's tool_result_persist hook (off by default)")
         )
         return lines
@@ -256,23 +273,29 @@ class _LightMem2Session:
                 for c in m.get("tool_calls") or []
             }
             prompt = [self._ingest(m, names) if m.get("role") == "tool" else m for m in prompt]
-        messages = self._claude(prompt, tools) if self.host == "claude" else self._responses(prompt, tools)
+        claude = self.host.startswith("claude")
+        messages = self._claude(prompt, tools) if claude else self._responses(prompt, tools)
+        self.method.changed[self.host] += any(
+            id(m) not in agent and m.get("role") != "system" for m in messages
+        )
         keys = set()
         for msg in messages:
             if id(msg) in agent:  # the agent's own message: nothing reduced in it
                 continue
-            for m in _HINT.finditer(_text(msg.get("content"))):
-                key, archive = m.group(1), m.group(2)
-                keys.add(key)
-                self.archives.setdefault(key, archive)
+            text = _text(msg.get("content"))
+            for m in _HINT.finditer(text):
+                keys.add(m.group(1))
+                self.archives.setdefault(m.group(1), m.group(2))
+            for m in _STUB.finditer(text):
+                keys.add(m.group(1))
+                self.archives.setdefault(
+                    m.group(1), str(Path(self.driver.home.name, _STUB_ARCHIVE, "stub.json"))
+                )
         return Rendered(messages, tools, len(messages), frozenset(keys))
 
     def _send(self, payload: dict[str, Any]) -> dict[str, Any]:
         reply = self.driver.call({"host": self.host, "session": self.sid, "payload": payload})
         self.method.requests[self.host] += 1
-        bypassed = bool(reply.get("bypassed"))
-        self.method.bypassed[self.host] += bypassed
-        self.method.changed[self.host] += bool(reply.get("changed")) and not bypassed
         return reply["payload"]
 
     def _claude(self, prompt: list[Message], tools: list[dict[str, Any]]) -> list[Message]:
