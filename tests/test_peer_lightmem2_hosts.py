@@ -80,7 +80,7 @@ def test_responses_adapters_reduce_the_log_and_recall_its_archived_original(fmt,
     assert "[Recovery Protocol]" in str(second.messages[0]["content"])
     notes = method.notes()
     assert f"{label} (stabiliser" in notes[0] and "cut messages in 2/3 requests" in notes[0]
-    assert "did not run: eviction" in notes[-1]
+    assert "did not run: Claude Code's heuristic eviction" in notes[1] and "Date.now()" in notes[2]
 
 
 @pytest.mark.parametrize("system", [False, True])
@@ -147,3 +147,31 @@ def test_claude_gateway_with_its_eviction_on_stubs_a_big_result_one_call_later()
     (key,) = rendered[2].artifact_ids
     assert key.startswith("claude_tool_result:") and ms.recall_text(key) == LOG
     assert "Claude Code gateway with its eviction on" in method.notes()[0]
+
+
+FROZEN_CLOCK = """
+const T = 1767225600000;
+const RealDate = Date;
+globalThis.Date = class extends RealDate {
+  constructor(...a) { super(...(a.length ? a : [T])); }
+  static now() { return T; }
+};
+"""
+
+
+@pytest.mark.parametrize("fmt", ["claude_code", "tau_bench", "openclaw_pinchbench"])
+def test_same_bytes_on_a_second_run_once_its_clock_is_frozen(fmt, tmp_path, monkeypatch):
+    """Its only run-to-run difference is `Date.now()` in the archive paths its hints name:
+    with a frozen clock a second replay renders the same bytes (same HOME path too)."""
+    from tokenpilot.measure.bench.replay import render_digests
+
+    session = _session(fmt, system=False, call_id="call_1|fc_1")
+    kw = {"mode": "continuous", "profile": "openai"}
+    ticking = render_digests([session], peer.LightMem2(), **kw)
+    assert ticking != render_digests([session], peer.LightMem2(), **kw)
+    clock = tmp_path / "frozen.mjs"
+    clock.write_text(FROZEN_CLOCK)
+    monkeypatch.setenv("NODE_OPTIONS", f"--import {clock}")
+    assert render_digests([session], peer.LightMem2(), **kw) == render_digests(
+        [session], peer.LightMem2(), **kw
+    )

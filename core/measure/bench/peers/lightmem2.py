@@ -158,6 +158,26 @@ def _runtime(src: Path) -> Path:
     return run
 
 
+class _Home:
+    """The driver's HOME: the first free `lightmem2-home-<pid>-<n>` in the temp folder, so a
+    second replay in the same process (the determinism check) sees the same path, as a
+    user's HOME is; the adapters name archive files under it in what the model reads."""
+
+    def __init__(self) -> None:
+        for n in range(1000):
+            path = Path(tempfile.gettempdir(), f"lightmem2-home-{os.getpid()}-{n}")
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            self.name = str(path)
+            return
+        raise RuntimeError("no free lightmem2 HOME folder in the temp folder")
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.name, ignore_errors=True)
+
+
 class _Driver(NodeDriver):
     """A long-lived `node --import tsx lightmem2.mjs`: one JSON line in, one out.
     Its HOME is a scratch folder: the adapters keep state and archive every original under it."""
@@ -168,7 +188,7 @@ class _Driver(NodeDriver):
         if src is None or node is None:
             raise RuntimeError(f"lightmem2 cannot run: {why or why_node}")
         run = _runtime(src)
-        self.home = tempfile.TemporaryDirectory(prefix="lightmem2-home-")
+        self.home = _Home()
         super().__init__(
             "LightMem2 driver",
             node,
@@ -231,12 +251,21 @@ class LightMem2:
             lines.append(
                 f"{self.name} ran OpenClaw's tool_result_persist hook at ingestion: {self.persisted} results persisted"
             )
-        evicted = "its LLM estimator (needs an endpoint), Codex's and OpenClaw's eviction (estimator only)"
+        missed = [
+            "its LLM estimator and the eviction it drives (they need an endpoint; Codex and "
+            "OpenClaw have no eviction without one)",
+            "OpenClaw's context engine (it reads OpenClaw's own transcript files)",
+        ]
+        if not self.evict:
+            missed.insert(0, "Claude Code's heuristic eviction (off in its install default; lightmem2_evict)")
+        if not self.persist:
+            missed.append(
+                "OpenClaw's tool_result_persist hook (off in its install default; lightmem2_persist)"
+            )
+        lines.append(f"{self.name} did not run: " + ", ".join(missed))
         lines.append(
-            f"{self.name} did not run: "
-            + (evicted if self.evict else "eviction (off in every adapter's install default), " + evicted)
-            + ", OpenClaw's context engine (it reads OpenClaw's own transcript files)"
-            + ("" if self.persist else ", OpenClaw's tool_result_persist hook (off by default)")
+            f"{self.name} renders other bytes on each run: each recovery hint names an archive "
+            "file stamped with Date.now() (the same bytes with a frozen clock)"
         )
         return lines
 
