@@ -320,7 +320,9 @@ class _LightMem2Session:
                 self.archives.setdefault(
                     m.group(1), str(Path(self.driver.home.name, _STUB_ARCHIVE, "stub.json"))
                 )
-        return Rendered(messages, tools, len(messages), frozenset(keys))
+        # its data keys are positions (`segment:input-5-output`), the same in every session:
+        # the artifact id names the session too, since the bench takes ids as unique
+        return Rendered(messages, tools, len(messages), frozenset(f"{k}@{self.sid}" for k in keys))
 
     def _send(self, payload: dict[str, Any]) -> dict[str, Any]:
         reply = self.driver.call({"host": self.host, "session": self.sid, "payload": payload})
@@ -369,6 +371,13 @@ class _LightMem2Session:
         return msg if kept == text else {**msg, "content": kept}
 
     def recall_text(self, artifact_id: str) -> str | None:
+        """The original behind an artifact id (`<data key>@<session>`) or a bare data key."""
+        suffix = f"@{self.sid}"
+        if artifact_id.endswith(suffix):
+            artifact_id = artifact_id[: -len(suffix)]
+        return self._recall(artifact_id)
+
+    def _recall(self, artifact_id: str) -> str | None:
         """What `memory_fault_recover` returns for a data key: the archived original. An
         original that is itself a hint to an earlier archive (OpenClaw's proxy re-reducing
         a persisted preview) resolves to that archive's original: one recall, not two."""
@@ -379,7 +388,7 @@ class _LightMem2Session:
             text = _archived(path, artifact_id)
             inner = [m.group(1) for m in _HINT.finditer(text) if m.group(1) in self.archives]
             if len(inner) == 1 and inner[0] != artifact_id:
-                text = self.recall_text(inner[0]) or text
+                text = self._recall(inner[0]) or text
             self.originals[artifact_id] = text
         return self.originals[artifact_id]
 
@@ -387,7 +396,7 @@ class _LightMem2Session:
         if not self.closed:
             self.closed = True
             for key in self.archives:  # read before the scratch HOME goes
-                self.recall_text(key)
+                self._recall(key)
             self.method._release()
 
 
