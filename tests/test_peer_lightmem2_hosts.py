@@ -175,3 +175,21 @@ def test_same_bytes_on_a_second_run_once_its_clock_is_frozen(fmt, tmp_path, monk
     assert render_digests([session], peer.LightMem2(), **kw) == render_digests(
         [session], peer.LightMem2(), **kw
     )
+
+
+def test_two_sessions_same_positions_keep_their_own_originals():
+    """Its data keys are positions, alike in every session; the artifact ids name the
+    session, so the replay (which caches a recall by id) never mixes two sessions' originals."""
+    one, two = _session("tau_bench"), _session("tau_bench")
+    two = type(two)("lm2-other", two.source, two.fmt, [dict(m) for m in two.messages], [], two.calls)
+    two.messages[3]["content"] = LOG.replace("worker", "thread")
+    method = peer.LightMem2()
+    ms1, ms2 = method.session_for(one.id, one.fmt), method.session_for(two.id, two.fmt)
+    try:
+        (id1,) = ms1.render(one.prompt(one.calls[1]), [], None).artifact_ids
+        (id2,) = ms2.render(two.prompt(two.calls[1]), [], None).artifact_ids
+        assert id1 != id2 and id1.split("@")[0] == id2.split("@")[0]
+        assert ms1.recall_text(id1) == LOG and ms2.recall_text(id2) == two.messages[3]["content"]
+    finally:
+        ms1.close()
+        ms2.close()
