@@ -72,9 +72,11 @@ def _methods() -> list[Method]:
     gaps = missing_peers()
     from tokenpilot.measure.bench.peers import peer_method_names
 
-    # LightMem2 writes `Date.now()` into its recovery hints, so two of its runs never
+    # LightMem2 (all its rows) writes `Date.now()` into its recovery hints, so two runs never
     # match; its renders are fresh objects already (a Node process's JSON)
-    usable = [n for n, mod in peer_method_names().items() if mod not in gaps and n != "lightmem2"]
+    usable = [
+        n for n, mod in peer_method_names().items() if mod not in gaps and not n.startswith("lightmem2")
+    ]
     return methods + (peer_methods(usable) if usable else [])
 
 

@@ -52,12 +52,14 @@ def test_reduces_a_big_output_and_recalls_its_original():
         assert key.startswith("segment:message-")
         assert ms.recall_text(key) == LOG
         assert ms.recall_text("segment:message-99-block-0") is None
-        # what the adapter left alone is the agent's own message, not a format round trip
+        # what the gateway left alone is the agent's own message, not a format round trip;
+        # it appends its recovery protocol to the system prompt
         prompt = session.prompt(session.calls[-1])
-        assert last.messages[0] is prompt[0] and last.messages[2] is prompt[2]
+        assert last.messages[2] is prompt[2]
+        assert "[Recovery Protocol]" in last.messages[0]["content"]
     finally:
         ms.close()
-    assert "changing 1/2 requests" in method.notes()[0]
+    assert "Claude Code gateway" in method.notes()[0] and "cut messages in 1/2 requests" in method.notes()[0]
 
 
 def test_replay_prices_it():

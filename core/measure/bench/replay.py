@@ -261,7 +261,14 @@ def _renders(
         for job in ordered_jobs(sessions, mode):
             ms = live.get(job.method_session)
             if ms is None:
-                ms = live[job.method_session] = method.session(job.method_session)
+                # a peer with one adapter per agent (LightMem2) opens its session by the trace's format
+                by_fmt = getattr(method, "session_for", None)
+                opened = (
+                    by_fmt(job.method_session, job.session.fmt)
+                    if by_fmt
+                    else method.session(job.method_session)
+                )
+                ms = live[job.method_session] = opened
             yield job, ms, ms.render(job.prompt, job.session.tools, job.call.timestamp)
     finally:
         for ms in live.values():
