@@ -14,28 +14,17 @@ redis = pytest.importorskip(
 
 from tokenpilot import TokenPilot  # noqa: E402
 from tokenpilot_openclaw.fleetdrill import SESSION as SID  # noqa: E402
-from tokenpilot_openclaw.fleetdrill import TOOLS, namespaced, session_calls  # noqa: E402
-from tokenpilot_openclaw.proxy import Proxy, ProxySettings, wire  # noqa: E402
+from tokenpilot_openclaw.fleetdrill import namespaced, prepare_call, replica_settings, session_calls  # noqa: E402
+from tokenpilot_openclaw.proxy import Proxy, ProxySettings  # noqa: E402
 from tokenpilot_openclaw.proxy.metrics import session_stats  # noqa: E402
 
 
 def replica(url: str, tmp: Path) -> Proxy:
-    tmp.mkdir(parents=True, exist_ok=True)
-    settings = ProxySettings(
-        upstream="http://127.0.0.1:9/v1",
-        store_url=url,
-        store_dir=tmp / "store",
-        state_dir=tmp / "state",
-        flush_interval_s=0,
-    )
-    return Proxy(settings, pilot=TokenPilot(store=url, lifecycle=False))
+    return Proxy(replica_settings(url, tmp), pilot=TokenPilot(store=url, lifecycle=False))
 
 
 def send(proxy: Proxy, history: list) -> bytes:
-    body = {"model": "m", "messages": history, "tools": TOOLS, "prompt_cache_key": SID}
-    hist, per_call = wire.split_per_call(body["messages"])
-    prepared = proxy.path.prepare(hist, body["tools"], SID, {})
-    return wire.encode(wire.upstream_body(body, prepared, per_call, SID))
+    return prepare_call(proxy, history)[0]
 
 
 def test_a_replica_started_late_reads_a_session_at_its_first_use(redis_url, tmp_path):

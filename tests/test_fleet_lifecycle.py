@@ -34,13 +34,14 @@ from tokenpilot_openclaw.fleetdrill import (  # noqa: E402
     TOOLS,
     namespaced,
     prefix_breaks,
+    prepare_call,
+    replica_settings,
     round_robin,
     session_calls,
 )
 from tokenpilot_openclaw.proxy import (  # noqa: E402
     Proxy,
-    ProxySettings,
-    wire,  # noqa: E402
+    ProxySettings,  # noqa: E402
 )
 
 
@@ -85,24 +86,13 @@ class GatedEstimator(CountingEstimator):
 # ---------------------------------------------------------------------------
 def replica(url: str, tmp: Path, estimator: CountingEstimator, **lifecycle: Any) -> Proxy:
     """One replica as `serve --store url` builds it, with a counting offline estimator."""
-    tmp.mkdir(parents=True, exist_ok=True)
-    settings = ProxySettings(
-        upstream="http://127.0.0.1:9/v1",
-        store_url=url,
-        store_dir=tmp / "store",
-        state_dir=tmp / "state",
-        flush_interval_s=0,
-    )
     cfg = LifecycleConfig(**lifecycle) if lifecycle else None
-    return Proxy(settings, pilot=TokenPilot(store=url, lifecycle=cfg, estimator=estimator))
+    return Proxy(replica_settings(url, tmp), pilot=TokenPilot(store=url, lifecycle=cfg, estimator=estimator))
 
 
 def send(proxy: Proxy, history: list[dict[str, Any]]) -> tuple[bytes, str | None]:
     """One call through a replica: the bytes it sends upstream, and why its prefix broke."""
-    body = {"model": "m", "messages": history, "tools": TOOLS, "prompt_cache_key": SID}
-    hist, per_call = wire.split_per_call(body["messages"])
-    prepared = proxy.path.prepare(hist, body["tools"], SID, {})
-    return wire.encode(wire.upstream_body(body, prepared, per_call, SID)), prepared.stats.prefix_break
+    return prepare_call(proxy, history)
 
 
 def settle(proxies: list[Proxy]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 
 from .crashdrill import ServeProcess, free_port
+from .proxy import Proxy, ProxySettings, wire
 from .testing import FakeUpstream
 
 SESSION = "fleet-session"
@@ -93,6 +94,28 @@ def prefix_breaks(bodies: list[Any]) -> list[int]:
 def namespaced(url: str) -> str:
     """`url` with a namespace of its own: one fleet's keys, unseen by every other."""
     return f"{url}{'&' if '?' in url else '?'}namespace=fleet-{uuid.uuid4().hex[:12]}"
+
+
+def replica_settings(url: str, folder: Path) -> ProxySettings:
+    """An in-process replica's settings as `serve --store url` builds them, its own
+    folders under `folder`, no periodic flush (the tests decide when state is written)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return ProxySettings(
+        upstream="http://127.0.0.1:9/v1",
+        store_url=url,
+        store_dir=folder / "store",
+        state_dir=folder / "state",
+        flush_interval_s=0,
+    )
+
+
+def prepare_call(proxy: Proxy, history: list[dict[str, Any]]) -> tuple[bytes, str | None]:
+    """One call of the session through an in-process replica: the bytes it sends upstream,
+    and why its prefix broke (None when it did not)."""
+    body = {"model": "m", "messages": history, "tools": TOOLS, "prompt_cache_key": SESSION}
+    hist, per_call = wire.split_per_call(body["messages"])
+    prepared = proxy.path.prepare(hist, body["tools"], SESSION, {})
+    return wire.encode(wire.upstream_body(body, prepared, per_call, SESSION)), prepared.stats.prefix_break
 
 
 async def settled(store: Any, timeout_s: float = 60.0) -> None:
