@@ -310,7 +310,6 @@ def closing(records: Sequence[BundleRecord]) -> bool:
         if r.opens_with_user or r.kind in ("write", "edit"):
             return False
     return False
-    return False
 
 
 RULES = ("superseded read", "superseded command", "consumed listing", "stale output", "window")

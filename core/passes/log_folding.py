@@ -98,9 +98,8 @@ def _problem_lines(text: str, lines: list[str]) -> list[bool]:
 def _protected(text: str, lines: list[str], summary_lines: int) -> list[bool]:
     """Which lines must stay verbatim: problems, tracebacks, the closing summary."""
     keep = _problem_lines(text, lines)
-    i = (
-        0 if "Traceback (most recent call last)" in text or 'File "' in text else len(lines)
-    )  # else none starts
+    # a traceback starts at one of its two markers: without either, no line starts one
+    i = 0 if "Traceback (most recent call last)" in text or 'File "' in text else len(lines)
     while i < len(lines):
         if _TRACE_START.match(lines[i]):
             j = i + 1
