@@ -270,3 +270,10 @@ def test_every_plotted_method_has_its_own_look():
         for v in looks.values()
     ]
     assert len(set(keys)) == len(keys)
+
+
+def test_a_recall_reads_the_original_of_its_own_session(workload):
+    """`_Hiding` names artifacts by position, the same ids in every session (as LightMem2
+    does): each session's recall must read its own original, not the first session's."""
+    many = replay(workload[:3], _Hiding()).record()
+    assert many["recoverable"] == 1.0 and many["recalls_charged"] > 0

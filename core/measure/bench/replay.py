@@ -298,8 +298,10 @@ def replay(
     result = RunResult(trace_set, method.name, mode, prof.name, getattr(method, "kind", "method"))
     needs_index = {s.id: NeedIndex(s.messages) for s in sessions}
     last_stable: dict[str, list[str]] = {}
-    recall_cache: dict[str, frozenset[str]] = {}
-    recall_size: dict[str, int] = {}  # smallest recall first: an agent asks for what it needs
+    # per method session and artifact id: a method's ids need not be unique across its
+    # sessions (LightMem2's name positions, the same in every session)
+    recall_cache: dict[tuple[str, str], frozenset[str]] = {}
+    recall_size: dict[tuple[str, str], int] = {}  # smallest recall first: an agent asks for what it needs
     with closing(_renders(sessions, method, mode)) as renders:
         for job, ms, rendered in renders:
             segs = _request_segments(rendered, job, prof.breakpoints, segcache)
@@ -330,13 +332,14 @@ def replay(
                 recoverable = len(visible)
                 if missing and rendered.artifact_ids:
                     found: set[str] = set()
+                    owner = job.method_session
                     for aid in rendered.artifact_ids:
-                        if aid not in recall_cache:
+                        if (owner, aid) not in recall_cache:
                             text = ms.recall_text(aid) or ""
-                            recall_cache[aid] = frozenset(recalled_identifiers(text))
-                            recall_size[aid] = len(text)
-                    for aid in sorted(rendered.artifact_ids, key=lambda a: (recall_size[a], a)):
-                        ids = recall_cache[aid]
+                            recall_cache[owner, aid] = frozenset(recalled_identifiers(text))
+                            recall_size[owner, aid] = len(text)
+                    for aid in sorted(rendered.artifact_ids, key=lambda a: (recall_size[owner, a], a)):
+                        ids = recall_cache[owner, aid]
                         if (missing - found) & ids:
                             recalled.append(aid)  # the agent would have to ask for this one
                             found |= missing & ids
