@@ -155,6 +155,28 @@ def _probably_small(v: Any) -> bool:
     return True
 
 
+def _holds_long_string(v: list[Any] | tuple[Any, ...] | Mapping[Any, Any]) -> bool:
+    """Whether a child or grandchild of `v` is a string of `STR_MIN` chars or more: then
+    `v`'s JSON is long, and encoding it whole only to find that out (a system prompt sits
+    under three fields of a state) costs more than the walk. Looks at no more than `_MANY`
+    children of each container."""
+    kids = v.values() if isinstance(v, Mapping) else v
+    for i, x in enumerate(kids):
+        if i >= _MANY:
+            return False
+        if type(x) is str:
+            if len(x) >= STR_MIN:
+                return True
+        elif type(x) is dict or type(x) is list:
+            grand = x.values() if type(x) is dict else x
+            for k, y in enumerate(grand):
+                if k >= _MANY:
+                    break
+                if type(y) is str and len(y) >= STR_MIN:
+                    return True
+    return False
+
+
 def _scalar(v: Any) -> str | None:
     """JSON of a scalar without the encoder's set-up cost (the same text `json.dumps` gives)."""
     if v is None:
@@ -232,7 +254,7 @@ class _Splitter:
         if isinstance(v, dict):
             return self.dict_(v)
         if isinstance(v, (list, tuple)):
-            whole = _dumps(v) if len(v) <= _MANY else ""
+            whole = _dumps(v) if len(v) <= _MANY and not _holds_long_string(v) else ""
             if whole and len(whole) < SMALL and '"\\u0000' not in whole:
                 return whole
             return self.list_(self.elements(v))
@@ -249,6 +271,9 @@ class _Splitter:
             if t is str:
                 out.append(esc(x) if len(x) < STR_MIN else value(x))
             elif t is dict or t is list:
+                if _holds_long_string(x):  # its text is long: cut up, without encoding it first
+                    out.append(value(x))
+                    continue
                 text = dumps(x)
                 out.append(text if len(text) < STR_MIN and '"\\u0000' not in text else value(x))
             elif t is int:

@@ -4,6 +4,11 @@ identity gets the same chunk, and the memo stays within its bound."""
 
 from __future__ import annotations
 
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tokenpilot import journal
 from tokenpilot.journal import STR_MIN, _StringChunks, digest, split
 
@@ -33,3 +38,33 @@ def test_the_memo_keeps_within_its_bound_and_never_mixes_strings() -> None:
     huge = "x" * 20_000
     memo.get(huge)
     assert id(huge) not in memo._by_id  # longer than max_string: not kept
+
+
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=8),
+    st.text(min_size=STR_MIN, max_size=STR_MIN + 40),  # long strings: chunks of their own
+    st.just("\x00marker"),
+)
+_STATES = st.dictionaries(
+    st.text(max_size=6),
+    st.recursive(
+        _LEAVES,
+        lambda inner: st.lists(inner, max_size=60) | st.dictionaries(st.text(max_size=6), inner, max_size=60),
+        max_leaves=80,
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_STATES)
+def test_skipping_the_whole_encoding_of_a_container_with_a_long_string_cuts_the_same_chunks(state) -> None:
+    """`_holds_long_string` only spares encoding a container whose text is long anyway: the
+    head and chunks are those of encoding every container first."""
+    fast = split(state)
+    with mock.patch.object(journal, "_holds_long_string", lambda v: False):
+        slow = split(state)
+    assert fast.body == slow.body and fast.chunks == slow.chunks
