@@ -129,6 +129,10 @@ class Config:
     # -- repetition ---------------------------------------------------------
     dedup: bool = True
     """A tool output identical to an earlier one becomes a preview pointing at it."""
+    reshown: bool = True
+    """Runs of 8+ lines that an earlier output still in view shows verbatim (a file read
+    again, a test rerun) become one marker naming that output (`tokenpilot.reshown`);
+    nothing is stored, since the context holds the lines."""
     call_cap: int = 5
     """An identical call with an identical result more than this many times in the
     window is withheld as a loop (0 disables)."""

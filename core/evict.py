@@ -25,6 +25,7 @@ from .observations import text_action
 from .pairing import validate_pairing
 from .pricing import Prices
 from .registry import TaskRegistry
+from .reshown import RESHOWN_NOTE, expand_in_context
 from .turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
 
 __all__ = [
@@ -183,6 +184,21 @@ def _linked_groups(messages: Sequence[Message], turns: Sequence[Turn]) -> list[i
     return [find(t) for t in range(len(turns))]
 
 
+def archived(messages: Sequence[Message], start: int, end: int) -> list[dict[str, Any]]:
+    """`messages[start:end]` as an eviction archives them: an output folded against an
+    earlier one (`reshown`) holds its lines again, so its recall stands on its own."""
+    out = []
+    for k in range(start, end):
+        m = dict(messages[k])
+        if isinstance(m.get("content"), str) and RESHOWN_NOTE in m["content"]:
+            try:
+                m["content"] = expand_in_context(messages, k)
+            except ValueError:  # a marker whose lines are gone: archived as it was shown
+                pass
+        out.append(m)
+    return out
+
+
 def plan_eviction(
     messages: Sequence[Message],
     turns: Sequence[Turn],
@@ -272,7 +288,7 @@ def plan_eviction(
             return
         start, end = span_start(run[0]), turns[run[-1]].end
         rule, task_ids = owner_key(run[0])
-        aid = archive(canonical_json([dict(m) for m in messages[start:end]]))
+        aid = archive(canonical_json(archived(messages, start, end)))
         reasons = tuple(retired[t] for t in run) if rule else ()
         stub_msg = None
         if stub and rule:
@@ -282,7 +298,7 @@ def plan_eviction(
                 # The window's reason is the same for every bundle: said once, in the header.
                 what = _describe_call(messages, turns[t]) + ("" if win else f" ({retired[t]})")
                 if len(run) > 1:  # each bundle also on its own, so a recall brings back only what is needed
-                    one = archive(canonical_json([dict(m) for m in messages[span_start(t) : turns[t].end]]))
+                    one = archive(canonical_json(archived(messages, span_start(t), turns[t].end)))
                     what += f" = {one}"
                 items.append(what)
             why = "no longer needed"

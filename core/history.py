@@ -28,10 +28,11 @@ from .ingest import (
     ingest_user,
 )
 from .limits import nesting_exceeds
-from .messages import check_message
-from .observations import OBSERVATION_TOOL, is_observation
+from .messages import check_message, content_text
+from .observations import OBSERVATION_TOOL, is_observation, text_action
 from .passes.truncate import tool_family
 from .pricing import Prices
+from .reshown import ShownLines, output_label
 from .session import Entry, Session, msg_tokens
 from .stabilize import tool_name
 from .store import Artifacts
@@ -71,6 +72,10 @@ class History:
         # on a later call re-sends the whole cached prefix, so then it waits for
         # something to recall (an artifact worth that, or an eviction).
         judge_calls = not s.recallable and not any(e.calls for e in s.entries[:n])
+        shown = self.shown(s)
+        if shown is not None:  # a re-shown run may point only at what the model sees now
+            dropped = getattr(s.lifecycle, "dropped", None)
+            shown.hidden = dropped() if callable(dropped) else frozenset()
         for i in range(n, len(history)):
             msg = history[i]
             try:
@@ -81,6 +86,7 @@ class History:
                 malformed += 1
                 warnings.append(str(exc))
                 s.entries.append(self._capped(s, self._passthrough_entry(msg), stored, store_errors))
+                self._noted(s)
                 continue
             if cfg.recall_tool_from == "auto" and judge_calls and not s.recallable and msg.get("tool_calls"):
                 s.recallable = bulky(msg["tool_calls"])  # known from the calls when the tool list is not
@@ -88,6 +94,7 @@ class History:
             if entry.artifact_id:
                 reduced += 1
             s.entries.append(entry)
+            self._noted(s)
         return reduced, malformed
 
     def match(self, s: Session, history: list[Any]) -> int:
@@ -147,6 +154,7 @@ class History:
     def truncate(self, s: Session, n: int, *, keep_updates: bool = False) -> None:
         """The caller rewrote history from message n: forget later entries, rebuild state."""
         s.entries = s.entries[:n]
+        s.shown = None  # rebuilt from the entries kept
         if not keep_updates:
             s.updates = [(pos, m) for pos, m in s.updates if pos <= n]
         recalls = s.state.recall_counts
@@ -236,6 +244,7 @@ class History:
                     pipeline=self.pipeline,
                     put=put,
                     min_saved_chars=self._first_artifact_threshold(s),
+                    shown=self.shown(s),
                 )
                 original = msg.get("content")
                 aid = result.artifact_id or aid_of(original)
@@ -278,7 +287,7 @@ class History:
         frozen = result.message
         tokens = msg_tokens(frozen)
         content, calls = kept_fields(msg, frozen)
-        return Entry(
+        entry = Entry(
             role,
             content,
             msg.get("name"),
@@ -286,13 +295,46 @@ class History:
             raw_hash(msg),
             call_ids(msg),
             frozen,
-            msg_tokens(msg, estimate=True) if result.artifact_id or refused else tokens,
+            msg_tokens(msg, estimate=True) if result.artifact_id or refused or result.passes else tokens,
             tokens,
             result.artifact_id,
             effect,
             call_infos,
             unstored=refused[0] if refused else None,
         )
+        return entry
+
+    def shown(self, s: Session) -> ShownLines | None:
+        """The lines the session's outputs show so far (built from its entries on first use,
+        so a session loaded in another process indexes the same lines)."""
+        if not self.config.reshown:
+            return None
+        if s.shown is None:
+            s.shown = ShownLines()
+            for i, e in enumerate(s.entries):
+                self._note_shown(s, s.shown, e, i)
+        return s.shown
+
+    def _noted(self, s: Session) -> None:
+        """Index the entry just appended, when the index is built (else it is built from all)."""
+        if s.shown is not None:
+            self._note_shown(s, s.shown, s.entries[-1], len(s.entries) - 1)
+
+    def _note_shown(self, s: Session, shown: ShownLines, e: Entry, i: int) -> None:
+        frozen = e.frozen
+        if not isinstance(frozen, Mapping) or not isinstance(frozen.get("content"), str):
+            return
+        role = frozen.get("role")
+        if role == "tool":
+            call = s.calls.get(frozen.get("tool_call_id", ""))
+            label = output_label(call.name, call.parsed) if call else str(frozen.get("name") or "a tool")
+        elif role == "user" and i > 0 and is_observation(frozen, {"role": s.entries[i - 1].role}):
+            before = s.entries[i - 1].frozen
+            action = text_action(content_text(before.get("content"))) if isinstance(before, Mapping) else None
+            label = output_label(OBSERVATION_TOOL, {"command": action} if action else {})
+        else:
+            return
+        shown.add(frozen["content"], label, i)
 
     def _ingest_observation(self, s: Session, msg: Mapping[str, Any], put: Callable[[str], str]) -> Ingested:
         """Reduce an observation as the shell tool's output it is; it stays a user message."""
@@ -309,6 +351,7 @@ class History:
             pipeline=self.pipeline,
             put=put,
             min_saved_chars=self._first_artifact_threshold(s),
+            shown=self.shown(s),
         )
         return dataclasses.replace(result, message={**msg, "content": result.message.get("content")})
 

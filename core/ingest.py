@@ -12,6 +12,7 @@ process (I2).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import deque
@@ -25,6 +26,7 @@ from .ingest_intent import ingest_assistant, ingest_user, safe_image
 from .messages import content_text
 from .passes.base import PassContext, preview, recall_hint
 from .pipeline import Ingested, Pipeline
+from .reshown import ShownLines, fold_reshown
 from .stabilize import RECALL_TOOL_NAME
 
 __all__ = [
@@ -155,8 +157,11 @@ def ingest_tool_result(
     pipeline: Pipeline,
     put: Callable[[str], str],
     min_saved_chars: int = 0,
+    shown: ShownLines | None = None,
 ) -> Ingested:
     """Reduce one tool result (role "tool") and record it in `state`.
+
+    `shown`: the lines the session's earlier outputs show, for runs this one repeats.
 
     `put(text) -> artifact_id` stores an original; it is called before any text that
     names the id is returned, so a reduced text never points at nothing (I3).
@@ -216,15 +221,22 @@ def ingest_tool_result(
         )
         return _done(msg, out, aid, ("hard_limit",), raw_chars, "gated", state, tool)
 
+    def reshown(candidate: str) -> str | None:  # worth it as any reduction: `min_saving` shorter
+        folded = fold_reshown(candidate, shown) if shown is not None and cfg.reshown else None
+        return (
+            folded if folded is not None and len(folded) <= len(candidate) * (1.0 - cfg.min_saving) else None
+        )
+
     if raw_chars < cfg.trigger_min_chars:
         state.seen_outputs.setdefault(aid, tool)
         small = pipeline.slim_json(text, ctx)
         if small is not None:  # the original is `small_json.restore(small)`: nothing to store or recall
-            return Ingested(
-                {**msg, "content": small}, None, ("small_json",), raw_chars, len(small), "small_json"
-            )
-        return Ingested(dict(msg), None, (), raw_chars, raw_chars)
+            return _unstored(msg, small, ("small_json",), raw_chars, reshown(small))
+        return _unstored(msg, text, (), raw_chars, reshown(text))
 
+    again = reshown(text) if aid in state.seen_outputs else None
+    if again is not None:  # a repeat the context still shows: a marker, not a preview to recall
+        return _unstored(msg, text, (), raw_chars, again)
     if cfg.dedup and aid in state.seen_outputs and raw_chars - _DEDUP_CHARS >= min_saved_chars:
         put(original)
         first = state.seen_outputs[aid] or "a tool"
@@ -251,14 +263,40 @@ def ingest_tool_result(
     if lossless is not None and (not worth or len(lossless) <= len(final)):
         # JSON re-encoded with nothing lost beats a cut of the same size: no artifact, no recall.
         state.seen_outputs.setdefault(aid, tool)
-        return Ingested(
-            {**msg, "content": lossless}, None, ("small_json",), raw_chars, len(lossless), "small_json"
-        )
+        return _unstored(msg, lossless, ("small_json",), raw_chars, reshown(lossless))
     if not worth:
         state.seen_outputs.setdefault(aid, tool)
-        return Ingested(dict(msg), None, (), raw_chars, raw_chars, "" if not applied else "not_smaller")
+        ingested = _unstored(msg, text, (), raw_chars, reshown(text))
+        return (
+            ingested
+            if ingested.passes
+            else dataclasses.replace(ingested, note="" if not applied else "not_smaller")
+        )
+    again = reshown(final)
     put(original)
-    return _done(msg, final, aid, applied, raw_chars, note, state, tool)
+    return _done(
+        msg,
+        final if again is None else again,
+        aid,
+        applied + (("reshown",) if again else ()),
+        raw_chars,
+        note,
+        state,
+        tool,
+    )
+
+
+def _unstored(
+    msg: Mapping[str, Any], text: str, passes: tuple[str, ...], raw_chars: int, again: str | None
+) -> Ingested:
+    """An output kept with nothing cut that needs the store: as it came, re-encoded
+    losslessly (`small_json`), and with the runs an earlier output shows folded
+    (`reshown`: the context holds them)."""
+    if again is not None:
+        text, passes = again, (*passes, "reshown")
+    if not passes:
+        return Ingested(dict(msg), None, (), raw_chars, raw_chars)
+    return Ingested({**msg, "content": text}, None, passes, raw_chars, len(text), passes[0])
 
 
 # A dedup preview's size (head + tail + note): what a repeated output shrinks to.

@@ -355,6 +355,11 @@ class Lifecycle:
                 self._plan.apply(messages, Batch(ready, self.registry, self._calls, self.head_refill_tokens))
             return self._plan.render_plan()
 
+    def dropped(self) -> frozenset[int]:
+        """Indices of the managed history the current plan hides (no pending result applied)."""
+        with self._lock:
+            return self._plan.render_plan().drop
+
     @property
     def segments(self) -> list[Segment]:
         with self._lock:

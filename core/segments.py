@@ -46,6 +46,7 @@ from ._canonical import canonical_json
 from .estimator import FAILED_RE, extract_refs
 from .ingest import DEDUP_NOTE
 from .observations import OBSERVATION_TOOL, closing_action, is_observation, text_action
+from .reshown import RESHOWN_NOTE
 from .segment_window import WindowRule as WindowRule  # re-exported: the window is one of the rules
 from .segment_window import window_bundles as window_bundles
 from .tokens import message_tokens
@@ -140,7 +141,7 @@ class BundleRecord:
     provides: frozenset[str]  # references in its tool results
     hits: frozenset[str]  # file paths a search or listing returned
     failed: bool
-    repeat: bool  # a result is a dedup preview pointing at an earlier copy: it supersedes nothing
+    repeat: bool  # a result points at an earlier copy (dedup, re-shown lines): it supersedes nothing
     tokens: int
     closes: bool = False  # its action wraps the agent's work up (`observations.closing_action`)
 
@@ -288,7 +289,7 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
         provides=provides,
         hits=hits,
         failed=any(FAILED_RE.match(r) for r in results),
-        repeat=any(DEDUP_NOTE in r for r in results),
+        repeat=any(DEDUP_NOTE in r or RESHOWN_NOTE in r for r in results),
         tokens=tokens,
         closes=any(closing_action(_norm_tool(n), _command_of(a, raw)) for n, a, raw in calls),
     )

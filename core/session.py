@@ -18,6 +18,7 @@ from ._canonical import canonical_json
 from .elision import HeldElisions
 from .ingest import IngestState, ToolCallInfo
 from .messages import content_text
+from .reshown import ShownLines
 from .stabilize import Stabilized
 from .tokens import count_tokens, estimate_tokens
 
@@ -83,6 +84,9 @@ class Session:
         self.lifecycle: Any = None
         self.recallable = False  # something was stored or evicted: recall_artifact is listed
         self.elisions = HeldElisions()  # the caller's rolling elisions, applied in batches
+        # the lines its outputs show, for re-shown runs; derived from `entries` (rebuilt
+        # after a load, never stored)
+        self.shown: ShownLines | None = None
 
 
 def msg_tokens(msg: Any, *, estimate: bool = False) -> int:

@@ -65,6 +65,7 @@ def load_session(s: Session, data: Mapping[str, Any]) -> None:
     possibly in another process."""
     with s.lock:
         s.entries = []
+        s.shown = None
         for d in data["entries"]:
             infos = tuple((cid, ToolCallInfo(name, args)) for cid, name, args in d.get("call_infos", []))
             ids = tuple(d["ids"]) if isinstance(d["ids"], list) else d["ids"]

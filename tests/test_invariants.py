@@ -15,6 +15,7 @@ from tokenpilot._canonical import canonical_json
 from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.evict import validate_pairing
 from tokenpilot.lifecycle import LifecycleConfig
+from tokenpilot.reshown import RESHOWN_NOTE, expand_in_context
 from tokenpilot.segments import WindowRule
 
 SETTINGS = settings(
@@ -105,9 +106,12 @@ def test_i3_nothing_lost(msgs):
         if m["role"] == "assistant"
         for c in m.get("tool_calls") or []
     }
-    for m in p.messages:
+    for k, m in enumerate(p.messages):
         text = m["content"] if isinstance(m.get("content"), str) else canonical_json(m.get("content"))
-        if m["role"] == "tool" and m["content"] != originals[m["tool_call_id"]]:
+        content = m.get("content")
+        if m["role"] == "tool" and isinstance(content, str) and RESHOWN_NOTE in content:
+            content = text = expand_in_context(p.messages, k)  # lines the context shows: rebuilt from it
+        if m["role"] == "tool" and content != originals[m["tool_call_id"]]:
             ids = _ART.findall(text)
             assert ids, "a reduced tool output must name its artifact"
             orig = originals[m["tool_call_id"]]

@@ -23,6 +23,7 @@ from tokenpilot._canonical import canonical_json
 from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.fingerprint import Digest, digest, keep, same
 from tokenpilot.lifecycle import LifecycleConfig
+from tokenpilot.reshown import RESHOWN_NOTE, expand_in_context
 from tokenpilot_openclaw.proxy import ProxySettings
 from tokenpilot_openclaw.proxy.memtrim import Trimmer, malloc_trim
 from tokenpilot_openclaw.proxy.residency import Residency
@@ -211,9 +212,12 @@ def test_evict_and_reload_between_calls_keeps_i1_and_i3(msgs, evictions, lifecyc
     # I3: every handle in the last render recalls its original byte-exact, after a reload too
     _reload(tp, "s")
     originals = {m["tool_call_id"]: m["content"] for m in msgs if m["role"] == "tool"}
-    for m in p.messages:
+    for k, m in enumerate(p.messages):
         text = m["content"] if isinstance(m.get("content"), str) else canonical_json(m.get("content"))
-        if m.get("role") == "tool" and m["content"] != originals.get(m["tool_call_id"]):
+        content = m.get("content")
+        if m.get("role") == "tool" and isinstance(content, str) and RESHOWN_NOTE in content:
+            content = text = expand_in_context(p.messages, k)  # lines the context shows: rebuilt from it
+        if m.get("role") == "tool" and content != originals.get(m["tool_call_id"]):
             orig = originals[m["tool_call_id"]]
             assert tp.recall(_ART.findall(text)[-1], session_id="s").text == (
                 orig if isinstance(orig, str) else canonical_json(orig)

@@ -398,9 +398,14 @@ def test_dedup_of_identical_outputs():
     p = TokenPilot().prepare(_repeat_session(2), session_id="s")
     first, second = tool_msgs(p)
     assert "identical to an earlier output of bash" in second["content"]
-    q = TokenPilot(Config(dedup=False)).prepare(_repeat_session(2), session_id="s")
+    q = TokenPilot(Config(dedup=False, reshown=False)).prepare(_repeat_session(2), session_id="s")
     a, b = tool_msgs(q)
     assert a["content"] == b["content"]
+    # without dedup, the reduced copy folds against the first, which the model still sees
+    r = TokenPilot(Config(dedup=False)).prepare(_repeat_session(2), session_id="s")
+    a, b = tool_msgs(r)
+    assert b["content"].startswith("[… ") and "already shown above, unchanged," in b["content"]
+    assert len(b["content"]) < 200 < len(a["content"])
 
 
 def test_loop_guard_call_cap_and_window():
