@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenpilot import tokens
-from tokenpilot.tokens import EXACT_LIMIT_CHARS, _SAMPLE_CHARS, count_tokens, estimate_tokens
+from tokenpilot.tokens import _SAMPLE_CHARS, EXACT_LIMIT_CHARS, count_tokens, estimate_tokens
 
 
 def _exact(text: str) -> int:
