@@ -17,8 +17,12 @@ def _exact(text: str) -> int:
 
 def _log_then_traceback(n: int) -> str:
     """A text whose kind changes along it: few large samples follow it badly."""
-    log = "".join(f"2026-12-04 10:{i % 60:02d}:00 worker-{i % 7} fetched item {i * 37} ok\n" for i in range(n))
-    tb = "".join(f'  File "/srv/app/mod_{i}.py", line {i * 3}, in handler_{i}\n    x = f(y)\n' for i in range(n))
+    log = "".join(
+        f"2026-12-04 10:{i % 60:02d}:00 worker-{i % 7} fetched item {i * 37} ok\n" for i in range(n)
+    )
+    tb = "".join(
+        f'  File "/srv/app/mod_{i}.py", line {i * 3}, in handler_{i}\n    x = f(y)\n' for i in range(n)
+    )
     return log + tb
 
 
