@@ -7,7 +7,8 @@ each call O(history) in SHA-256 work: at call 100 of a session of 60 KB outputs,
 hashed per call. Keeping the last original seen under each digest turns that check into
 `str ==` (a memory compare, and no work at all when the caller passes the same objects).
 
-Memory stays bounded: a process-wide LRU of at most `MAX_CHARS` chars. A digest whose
+Memory stays bounded: a process-wide LRU of at most `MAX_CHARS` chars, of strings up to
+`MAX_STRING` chars. A digest whose
 original has left it (or was never seen in this process: another replica ingested it)
 is checked by hashing as before, which is always correct; the memo only saves time.
 """
@@ -20,6 +21,9 @@ from typing import Any
 
 MAX_CHARS = 32 * 1024 * 1024  # ~32 MB of ASCII text (more for wider code points), all sessions
 MIN_CHARS = 256  # below this, hashing is as cheap as the bookkeeping
+# Longer originals are rare and are what the digest exists for: a 5 MB output is never
+# held once ingested (tests/test_memory_bounds.py); they are hashed at each resend.
+MAX_STRING = 256 * 1024
 
 _lock = threading.Lock()
 _memo: OrderedDict[Any, str] = OrderedDict()  # digest -> the original last seen under it
@@ -30,7 +34,7 @@ def remember(key: Any, text: str) -> None:
     """Keep `text` as the original behind `key` (a `Digest` computed from it)."""
     global _chars
     size = len(text)
-    if size < MIN_CHARS or size > MAX_CHARS:
+    if size < MIN_CHARS or size > min(MAX_STRING, MAX_CHARS):
         return
     with _lock:
         old = _memo.pop(key, None)

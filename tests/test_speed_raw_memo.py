@@ -89,3 +89,10 @@ def test_texts_over_the_bound_are_not_kept(monkeypatch: pytest.MonkeyPatch) -> N
     assert raw_memo.held_chars() == 0
     assert same(kept, "w" * 2000)
     assert raw_memo.held_chars() == 0
+
+
+def test_a_huge_original_is_never_kept() -> None:
+    huge = "v" * (raw_memo.MAX_STRING + 1)
+    kept = keep(huge, "frozen")
+    assert same(kept, _copy(huge))
+    assert raw_memo.held_chars() == 0
