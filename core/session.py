@@ -46,6 +46,9 @@ class Entry:
     live: bool = True  # False after an import: match by hash once, then by value
     unstored: str | None = None  # the original the store refused ("" after an import): retry
     key: str = ""  # digest of `frozen`, the render key that survives a restart (filled lazily)
+    # its export (`session_state`), built once: what it exports never changes after ingestion,
+    # and the same object at every save lets the journal reuse its text (`journal.Sealed`)
+    exported: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True)

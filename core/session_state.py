@@ -9,6 +9,7 @@ from typing import Any
 
 from .fingerprint import digest_from_json, digest_to_json
 from .ingest import IngestState, ToolCallInfo
+from .journal import Sealed
 from .session import Entry, Session
 from .stabilize import Stabilized
 
@@ -18,20 +19,7 @@ def session_to_dict(s: Session) -> dict[str, Any]:
     with s.lock:
         return {
             "id": s.id,
-            "entries": [
-                {
-                    "raw_hash": e.raw_hash,
-                    "ids": list(e.ids) if isinstance(e.ids, tuple) else e.ids,
-                    "frozen": e.frozen,
-                    "raw_tokens": e.raw_tokens,
-                    "tokens": e.tokens,
-                    "artifact_id": e.artifact_id,
-                    "effect": list(e.effect) if e.effect else None,
-                    "call_infos": [[cid, i.name, i.arguments] for cid, i in e.call_infos],
-                    "unstored": e.unstored is not None,
-                }
-                for e in s.entries
-            ],
+            "entries": [e.exported or entry_to_dict(e) for e in s.entries],
             "state": s.state.to_dict(),
             "system": {
                 "raw": [digest_to_json(x) for x in s.system.raw],
@@ -58,6 +46,24 @@ def session_to_dict(s: Session) -> dict[str, Any]:
             if s.lifecycle is not None and hasattr(s.lifecycle, "to_dict")
             else None,
         }
+
+
+def entry_to_dict(e: Entry) -> Sealed:
+    """An entry's export, kept on it: its fields do not change once it is ingested (a
+    rewrite or a retry replaces the entry), so every later save hands the journal the same
+    sealed object, whose text it has already."""
+    e.exported = Sealed(
+        raw_hash=e.raw_hash,
+        ids=list(e.ids) if isinstance(e.ids, tuple) else e.ids,
+        frozen=e.frozen,
+        raw_tokens=e.raw_tokens,
+        tokens=e.tokens,
+        artifact_id=e.artifact_id,
+        effect=list(e.effect) if e.effect else None,
+        call_infos=[[cid, i.name, i.arguments] for cid, i in e.call_infos],
+        unstored=e.unstored is not None,
+    )
+    return e.exported
 
 
 def load_session(s: Session, data: Mapping[str, Any]) -> None:
