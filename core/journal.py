@@ -300,7 +300,10 @@ class _Splitter:
         if isinstance(v, dict):
             return self.dict_(v)
         if isinstance(v, (list, tuple)):
-            whole = _dumps(v) if len(v) <= _MANY and not _holds_long_string(v) else ""
+            # a list of sealed dicts (a session's tools) is cut element by element, whose texts
+            # the memo has: joined, they are the whole text when that is short
+            sealed = len(v) > 0 and type(v[0]) is Sealed
+            whole = _dumps(v) if len(v) <= _MANY and not sealed and not _holds_long_string(v) else ""
             if whole and len(whole) < SMALL and '"\\u0000' not in whole:
                 return whole
             return self.list_(self.elements(v))

@@ -75,6 +75,8 @@ class Session:
         self.calls: dict[str, ToolCallInfo] = {}
         self.system = SystemState()
         self.tools: list[dict[str, Any]] = []
+        # each tool's sealed export, by the identity of its dict (`session_state.tools_to_list`)
+        self.exported_tools: dict[int, tuple[Any, Any]] = {}
         self.tools_version = 0
         self.tools_tokens = 0
         self.updates: list[tuple[int, dict[str, Any]]] = []  # (after n entries, message)

@@ -84,3 +84,25 @@ def test_an_entry_is_exported_once_and_its_export_is_what_it_was(tmp_path) -> No
     again = TokenPilot(store=str(tmp_path))
     again.import_session(json.loads(json.dumps(second)))
     assert json.dumps(again.export_session("s"), sort_keys=True) == json.dumps(second, sort_keys=True)
+
+
+def _tool(name: str, doc: str) -> dict:
+    return {"type": "function", "function": {"name": name, "description": doc, "parameters": {}}}
+
+
+def test_tools_are_sealed_once_and_a_changed_tool_is_sealed_again(tmp_path) -> None:
+    tp = TokenPilot(store=str(tmp_path))
+    tools = [_tool("exec", "run a command"), _tool("read", "read a file")]
+    tp.prepare(_history(1), tools, session_id="s")
+    first = tp.export_session("s")["tools"]
+    tp.prepare(_history(2), tools, session_id="s")
+    second = tp.export_session("s")["tools"]
+    assert all(type(t) is Sealed for t in second)
+    assert [a is b for a, b in zip(first, second)] == [True] * len(first)
+    changed = [_tool("exec", "run a shell command"), tools[1]]
+    tp.prepare(_history(3), changed, session_id="s")
+    third = tp.export_session("s")["tools"]
+    names = [t["function"]["name"] for t in third]
+    assert third[names.index("exec")]["function"]["description"] == "run a shell command"
+    assert third[names.index("read")] is second[[t["function"]["name"] for t in second].index("read")]
+    assert json.dumps(third) == json.dumps(tp._sessions["s"].tools)
