@@ -7,7 +7,9 @@ reduced form) for as long as the session lives, although the store already keeps
 
 So an entry keeps a field's raw value only where its frozen form holds an equal value
 anyway (it then keeps the frozen object itself: no extra memory); anywhere else it keeps
-a `Digest` (kind, length, SHA-256), and an incoming value is compared by digesting it.
+a `Digest` (kind, length, SHA-256), and an incoming value is compared by digesting it,
+or, while `raw_memo` (bounded, process-wide) still holds the original last seen under
+that digest, by comparing it with that original: the same answer without the hashing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from . import raw_memo
 from ._canonical import canonical_json, to_bytes
 
 
@@ -48,9 +51,12 @@ def keep(value: Any, frozen_value: Any) -> Any:
     except RecursionError:  # nested beyond the interpreter's limit: the digest decides
         pass
     try:
-        return digest(value)
+        kept = digest(value)
     except (TypeError, ValueError, RecursionError):  # not JSON: kept, the frozen form is its copy
         return value
+    if isinstance(value, str):
+        raw_memo.remember(kept, value)  # the next call's resend compares instead of hashing
+    return kept
 
 
 def same(kept: Any, value: Any) -> bool:
@@ -63,7 +69,13 @@ def same(kept: Any, value: Any) -> bool:
     if kept.kind == "s":
         if not isinstance(value, str) or len(value) != kept.size:
             return False  # the length rules most changes out before any hashing
-        return hashlib.sha256(to_bytes(value)).digest() == kept.sha
+        seen = raw_memo.recall(kept)
+        if seen is not None:  # the exact original: equal code points iff equal digests' input
+            return seen == value
+        if hashlib.sha256(to_bytes(value)).digest() != kept.sha:
+            return False
+        raw_memo.remember(kept, value)  # seen here first (an import, another replica's entry)
+        return True
     if isinstance(value, str):
         return False
     try:

@@ -231,6 +231,52 @@ class _StringChunks:
 _STRINGS = _StringChunks()
 
 
+class Sealed(dict):  # type: ignore[type-arg]
+    """A dict its maker never changes after handing it to a save (a history entry's
+    export: `session_state.entry_to_dict`). The journal remembers what it cut such a dict
+    into, by identity, and reuses it at the next save: one session's entries were most of
+    each save, encoded and hashed again every call. JSON sees a plain dict."""
+
+    __slots__ = ()
+
+
+class _SealedTexts:
+    """The text and chunks of each sealed dict split lately, by identity (each record
+    keeps its dict alive, so an id names the same object while it is here). Bounded by the
+    chars it holds, oldest first out."""
+
+    def __init__(self, max_chars: int = 8 * 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self._by_id: OrderedDict[int, tuple[Sealed, str, dict[str, str], int]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, v: Sealed) -> tuple[str, dict[str, str]] | None:
+        with self._lock:
+            hit = self._by_id.get(id(v))
+            if hit is None or hit[0] is not v:
+                return None
+            self._by_id.move_to_end(id(v))
+            return hit[1], hit[2]
+
+    def put(self, v: Sealed, text: str, chunks: dict[str, str]) -> None:
+        size = len(text) + sum(map(len, chunks.values()))
+        if size > self.max_chars // 4:
+            return
+        with self._lock:
+            old = self._by_id.pop(id(v), None)
+            if old is not None:
+                self._chars -= old[3]
+            self._by_id[id(v)] = (v, text, chunks, size)
+            self._chars += size
+            while self._chars > self.max_chars and self._by_id:
+                _, dropped = self._by_id.popitem(last=False)
+                self._chars -= dropped[3]
+
+
+_SEALED = _SealedTexts()
+
+
 class _Splitter:
     def __init__(self) -> None:
         self.chunks: dict[str, str] = {}
@@ -254,7 +300,10 @@ class _Splitter:
         if isinstance(v, dict):
             return self.dict_(v)
         if isinstance(v, (list, tuple)):
-            whole = _dumps(v) if len(v) <= _MANY and not _holds_long_string(v) else ""
+            # a list of sealed dicts (a session's tools) is cut element by element, whose texts
+            # the memo has: joined, they are the whole text when that is short
+            sealed = len(v) > 0 and type(v[0]) is Sealed
+            whole = _dumps(v) if len(v) <= _MANY and not sealed and not _holds_long_string(v) else ""
             if whole and len(whole) < SMALL and '"\\u0000' not in whole:
                 return whole
             return self.list_(self.elements(v))
@@ -278,9 +327,24 @@ class _Splitter:
                 out.append(text if len(text) < STR_MIN and '"\\u0000' not in text else value(x))
             elif t is int:
                 out.append(int.__repr__(x))
+            elif t is Sealed:
+                out.append(self.sealed(x))
             else:
                 out.append(value(x))
         return out
+
+    def sealed(self, x: Sealed) -> str:
+        """A sealed element's text, as `elements` cuts a dict, from the memo when it has it."""
+        hit = _SEALED.get(x)
+        if hit is not None:
+            text, chunks = hit
+            self.chunks.update(chunks)
+            return text
+        sub = _Splitter()
+        text = sub.elements([dict(x)])[0]  # exactly what a plain dict with these items gives
+        _SEALED.put(x, text, sub.chunks)
+        self.chunks.update(sub.chunks)
+        return text
 
     def items(self, d: Mapping[Any, Any]) -> list[str]:
         out = []

@@ -47,6 +47,9 @@ class Entry:
     live: bool = True  # False after an import: match by hash once, then by value
     unstored: str | None = None  # the original the store refused ("" after an import): retry
     key: str = ""  # digest of `frozen`, the render key that survives a restart (filled lazily)
+    # its export (`session_state`), built once: what it exports never changes after ingestion,
+    # and the same object at every save lets the journal reuse its text (`journal.Sealed`)
+    exported: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True)
@@ -73,6 +76,8 @@ class Session:
         self.calls: dict[str, ToolCallInfo] = {}
         self.system = SystemState()
         self.tools: list[dict[str, Any]] = []
+        # each tool's sealed export, by the identity of its dict (`session_state.tools_to_list`)
+        self.exported_tools: dict[int, tuple[Any, Any]] = {}
         self.tools_version = 0
         self.tools_tokens = 0
         self.updates: list[tuple[int, dict[str, Any]]] = []  # (after n entries, message)

@@ -9,6 +9,7 @@ from typing import Any
 
 from .fingerprint import digest_from_json, digest_to_json
 from .ingest import IngestState, ToolCallInfo
+from .journal import Sealed
 from .session import Entry, Session
 from .stabilize import Stabilized
 
@@ -18,20 +19,7 @@ def session_to_dict(s: Session) -> dict[str, Any]:
     with s.lock:
         return {
             "id": s.id,
-            "entries": [
-                {
-                    "raw_hash": e.raw_hash,
-                    "ids": list(e.ids) if isinstance(e.ids, tuple) else e.ids,
-                    "frozen": e.frozen,
-                    "raw_tokens": e.raw_tokens,
-                    "tokens": e.tokens,
-                    "artifact_id": e.artifact_id,
-                    "effect": list(e.effect) if e.effect else None,
-                    "call_infos": [[cid, i.name, i.arguments] for cid, i in e.call_infos],
-                    "unstored": e.unstored is not None,
-                }
-                for e in s.entries
-            ],
+            "entries": [e.exported or entry_to_dict(e) for e in s.entries],
             "state": s.state.to_dict(),
             "system": {
                 "raw": [digest_to_json(x) for x in s.system.raw],
@@ -42,7 +30,7 @@ def session_to_dict(s: Session) -> dict[str, Any]:
                 "verbatim": s.system.verbatim,
                 "version": s.system.version,
             },
-            "tools": s.tools,
+            "tools": tools_to_list(s),
             "tools_tokens": s.tools_tokens,
             "tools_version": s.tools_version,
             # What the last call rendered, so the first call after a restart is checked too.
@@ -58,6 +46,40 @@ def session_to_dict(s: Session) -> dict[str, Any]:
             if s.lifecycle is not None and hasattr(s.lifecycle, "to_dict")
             else None,
         }
+
+
+def entry_to_dict(e: Entry) -> Sealed:
+    """An entry's export, kept on it: its fields do not change once it is ingested (a
+    rewrite or a retry replaces the entry), so every later save hands the journal the same
+    sealed object, whose text it has already."""
+    e.exported = Sealed(
+        raw_hash=e.raw_hash,
+        ids=list(e.ids) if isinstance(e.ids, tuple) else e.ids,
+        frozen=e.frozen,
+        raw_tokens=e.raw_tokens,
+        tokens=e.tokens,
+        artifact_id=e.artifact_id,
+        effect=list(e.effect) if e.effect else None,
+        call_infos=[[cid, i.name, i.arguments] for cid, i in e.call_infos],
+        unstored=e.unstored is not None,
+    )
+    return e.exported
+
+
+def tools_to_list(s: Session) -> list[Any]:
+    """The session's tools, each a sealed copy made once: the merge keeps an unchanged
+    tool's dict from call to call (and never changes it), so a save hands the journal the
+    objects whose text it has (a 13-tool OpenClaw list was 60% of a short session's save)."""
+    before = s.exported_tools
+    now: dict[int, tuple[Any, Any]] = {}
+    out = []
+    for t in s.tools:
+        hit = before.get(id(t))
+        sealed = hit[1] if hit is not None and hit[0] is t else Sealed(t) if type(t) is dict else t
+        now[id(t)] = (t, sealed)
+        out.append(sealed)
+    s.exported_tools = now
+    return out
 
 
 def load_session(s: Session, data: Mapping[str, Any]) -> None:

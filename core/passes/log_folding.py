@@ -39,6 +39,11 @@ _TIMESTAMP = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?|\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
 )
 _HEX = re.compile(r"\b(?:0x)?[0-9a-fA-F]{6,}\b")
+# `_HEX` written to start with a character class, which lets `re` skip ahead to the next
+# hex digit instead of trying the pattern at every position (2x faster on a log); the same
+# matches: the lookbehind after the first digit is the leading `\b` (a hex digit is a word
+# character), and `(?<=0)x` is the optional `0x` (tests/test_speed_log_folding.py).
+_HEX_FAST = re.compile(r"[0-9a-fA-F](?<!\w[0-9a-fA-F])(?:(?<=0)x[0-9a-fA-F]{6,}|[0-9a-fA-F]{5,})\b")
 _DIGITS = re.compile(r"\d+")
 # A line that reports something wrong: kept whole, wherever it is.
 _PROBLEM = re.compile(
@@ -73,8 +78,21 @@ def alike_keys(text: str) -> list[str]:
     `alike_key` makes it, at a fraction of the per-line cost."""
     if _CLOCK.search(text):
         text = _TIMESTAMP.sub("T", text)
-    masked = _DIGITS.sub("0", _HEX.sub("H", text))
+    masked = _masked_digits(_HEX_FAST.sub("H", text))
     return [ln.rstrip() for ln in masked.splitlines()]
+
+
+# On ASCII text `\d` is [0-9]: every digit becomes "0", then each run of zeros one "0",
+# which is each run of digits (no other character becomes "0"); 3x faster than the pattern.
+_TO_ZERO = str.maketrans("123456789", "000000000")
+_ZEROS = re.compile("00+")
+
+
+def _masked_digits(text: str) -> str:
+    """`_DIGITS.sub("0", text)`: each run of digits as one "0"."""
+    if text.isascii():
+        return _ZEROS.sub("0", text.translate(_TO_ZERO))
+    return _DIGITS.sub("0", text)
 
 
 def _problem_lines(text: str, lines: list[str]) -> list[bool]:

@@ -44,6 +44,23 @@ _LS_ROW = re.compile(
 _MAYBE = re.compile(r"^(?:[\w.@+~/-]*[:/-]|[-dlcbps][-rwxsStT]{9})", re.MULTILINE)
 # Line breaks of `str.splitlines` that `^` in MULTILINE mode does not see.
 _OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# `_MAYBE` after a line feed: its literal start lets `re` jump from line to line (memchr)
+# instead of trying `^` at every character; `_MAYBE` cannot match a line feed, so each
+# match here is one of `_MAYBE`'s after the first line (tests/test_speed_search_listing.py).
+_MAYBE_AFTER_LF = re.compile(r"\n(?:[\w.@+~/-]*[:/-]|[-dlcbps][-rwxsStT]{9})")
+_ASCII_OTHER_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e"  # the ones ASCII text can hold
+
+
+def maybe_count(text: str) -> int:
+    """`len(_MAYBE.findall(text))`: lines that could be hits, paths or `ls -l` rows."""
+    return (1 if _MAYBE.match(text) else 0) + len(_MAYBE_AFTER_LF.findall(text))
+
+
+def other_breaks(text: str) -> bool:
+    """`_OTHER_BREAKS.search(text) is not None`, with `str` scans on ASCII text."""
+    if text.isascii():
+        return any(c in text for c in _ASCII_OTHER_BREAKS)
+    return _OTHER_BREAKS.search(text) is not None
 
 
 def _is_pathlike(path: str) -> bool:
@@ -135,7 +152,7 @@ class SearchListing:
         nonblank = sum(1 for ln in lines if ln.strip())
         if not nonblank:
             return text
-        if not _OTHER_BREAKS.search(text) and len(_MAYBE.findall(text)) < self.min_share * nonblank:
+        if not other_breaks(text) and maybe_count(text) < self.min_share * nonblank:
             return text  # too few lines could be hits or paths (an upper bound): not search output
         parsed = [self._split(ln) for ln in lines]
         if sum(p is not None for p in parsed) < self.min_share * nonblank:
