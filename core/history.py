@@ -287,7 +287,7 @@ class History:
         frozen = result.message
         tokens = msg_tokens(frozen)
         content, calls = kept_fields(msg, frozen)
-        entry = Entry(
+        return Entry(
             role,
             content,
             msg.get("name"),
@@ -302,7 +302,6 @@ class History:
             call_infos,
             unstored=refused[0] if refused else None,
         )
-        return entry
 
     def shown(self, s: Session) -> ShownLines | None:
         """The lines the session's outputs show so far (built from its entries on first use,

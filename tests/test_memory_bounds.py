@@ -212,11 +212,11 @@ def test_evict_and_reload_between_calls_keeps_i1_and_i3(msgs, evictions, lifecyc
     # I3: every handle in the last render recalls its original byte-exact, after a reload too
     _reload(tp, "s")
     originals = {m["tool_call_id"]: m["content"] for m in msgs if m["role"] == "tool"}
-    for k, m in enumerate(p.messages):
+    for m in p.messages:
         text = m["content"] if isinstance(m.get("content"), str) else canonical_json(m.get("content"))
         content = m.get("content")
         if m.get("role") == "tool" and isinstance(content, str) and RESHOWN_NOTE in content:
-            content = text = expand_in_context(p.messages, k)  # lines the context shows: rebuilt from it
+            content = text = _expanded(tp, m)
         if m.get("role") == "tool" and content != originals.get(m["tool_call_id"]):
             orig = originals[m["tool_call_id"]]
             assert tp.recall(_ART.findall(text)[-1], session_id="s").text == (
@@ -224,6 +224,14 @@ def test_evict_and_reload_between_calls_keeps_i1_and_i3(msgs, evictions, lifecyc
             )
         for aid in _ART.findall(text):
             assert tp.recall(aid, session_id="s").found
+
+
+def _expanded(tp: TokenPilot, m: dict) -> str:
+    """A folded output rebuilt from the session's frozen history (the output its marker
+    names may have been evicted since: its lines are then one recall of the stub away)."""
+    frozen = [e.frozen for e in tp.session("s").entries]
+    k = next(i for i, f in enumerate(frozen) if f.get("tool_call_id") == m["tool_call_id"])
+    return expand_in_context(frozen, k)
 
 
 # ---------------------------------------------------------------------------
