@@ -31,6 +31,12 @@ log = logging.getLogger("tokenpilot")
 DEFAULT_BATCH_CALLS = 3
 """When eviction is off (no batch B): the paper's B."""
 
+SHORTER = 0.9
+"""An elision is at most this share of what was ingested. `raw_tokens` is sampled past
+6,000 chars (`tokens.estimate_tokens`, at most 4.2% off on the shared outputs), so a
+caller's rewrite of about the same size (OpenClaw replaying its own truncation note) must
+not pass for an elision by the estimate's error: it is a rewrite, the new base."""
+
 
 class Seen(Protocol):
     """What TokenPilot remembers of a message it ingested (`session.Entry`)."""
@@ -44,11 +50,11 @@ def elides(seen: Seen, msg: Any, msg_ids: Any, msg_tokens: int, previous_role: A
     """Is `msg` the caller's shorter form of the environment message `seen`?
 
     A tool result with the same tool-call id, or a text-action agent's observation (a
-    declared marker recognises the new form, right after an action), smaller than
-    what was ingested. Never a message with tool calls, never the person's words."""
+    declared marker recognises the new form, right after an action), clearly smaller
+    than what was ingested (`SHORTER`). Never a message with tool calls, never the person's words."""
     if not isinstance(msg, Mapping) or msg.get("role") != seen.role or msg.get("tool_calls"):
         return False
-    if msg_tokens >= seen.raw_tokens:
+    if msg_tokens >= seen.raw_tokens * SHORTER:
         return False
     if seen.role == "tool":
         return isinstance(msg_ids, str) and msg_ids == seen.ids

@@ -168,6 +168,9 @@ def test_elides_needs_a_shorter_environment_message_with_the_same_ids():
     assert elides(Seen("tool", "c1", 500), tool, "c1", 12, "assistant")
     assert not elides(Seen("tool", "c2", 500), tool, "c1", 12, "assistant")  # another call's result
     assert not elides(Seen("tool", "c1", 10), tool, "c1", 12, "assistant")  # not shorter
+    # about the same size (a rewrite, e.g. a replayed truncation note): within the estimate's error
+    assert not elides(Seen("tool", "c1", 500), tool, "c1", 480, "assistant")
+    assert elides(Seen("tool", "c1", 500), tool, "c1", 440, "assistant")
     obs = {"role": "user", "content": "Old environment output: (9 lines omitted)"}
     assert elides(Seen("user", None, 500), obs, None, 12, "assistant")
     assert not elides(Seen("user", None, 500), obs, None, 12, "system")  # the task prompt's place
