@@ -28,11 +28,11 @@ from .ingest import (
     ingest_user,
 )
 from .limits import nesting_exceeds
-from .messages import check_message, content_text
-from .observations import OBSERVATION_TOOL, is_observation, text_action
+from .messages import check_message
+from .observations import OBSERVATION_TOOL, is_observation
 from .passes.truncate import tool_family
 from .pricing import Prices
-from .reshown import ShownLines, output_label
+from .reshown import ShownLines, shown_label
 from .session import Entry, Session, msg_tokens
 from .stabilize import tool_name
 from .store import Artifacts
@@ -321,19 +321,12 @@ class History:
 
     def _note_shown(self, s: Session, shown: ShownLines, e: Entry, i: int) -> None:
         frozen = e.frozen
-        if not isinstance(frozen, Mapping) or not isinstance(frozen.get("content"), str):
-            return
-        role = frozen.get("role")
-        if role == "tool":
-            call = s.calls.get(frozen.get("tool_call_id", ""))
-            label = output_label(call.name, call.parsed) if call else str(frozen.get("name") or "a tool")
-        elif role == "user" and i > 0 and is_observation(frozen, {"role": s.entries[i - 1].role}):
-            before = s.entries[i - 1].frozen
-            action = text_action(content_text(before.get("content"))) if isinstance(before, Mapping) else None
-            label = output_label(OBSERVATION_TOOL, {"command": action} if action else {})
-        else:
-            return
-        shown.add(frozen["content"], label, i)
+        call = s.calls.get(frozen.get("tool_call_id", "")) if isinstance(frozen, Mapping) else None
+        label = shown_label(
+            frozen, s.entries[i - 1].frozen if i else None, (call.name, call.parsed) if call else None
+        )
+        if label is not None:
+            shown.add(frozen["content"], label, i)
 
     def _ingest_observation(self, s: Session, msg: Mapping[str, Any], put: Callable[[str], str]) -> Ingested:
         """Reduce an observation as the shell tool's output it is; it stays a user message."""

@@ -36,6 +36,7 @@ __all__ = [
     "fold_reshown",
     "output_label",
     "reshown_marker",
+    "shown_label",
 ]
 
 MIN_RUN_LINES = 8  # a run shorter than this is a coincidence more often than a re-read
@@ -57,6 +58,20 @@ def output_label(tool: str, arguments: Mapping[str, Any]) -> str:
             value = " ".join(value.split())
             return f"{tool} {value[:80] + '…' if len(value) > 80 else value}"
     return tool
+
+
+def shown_label(msg: Any, previous: Any, call: tuple[str, Mapping[str, Any]] | None) -> str | None:
+    """The label an output is indexed and named under: a tool result's by the call it
+    answers (`call`: its tool name and arguments), a text-action agent's observation by
+    the action in `previous`; None for any other message (only outputs are indexed)."""
+    if not isinstance(msg, Mapping) or not isinstance(msg.get("content"), str):
+        return None
+    if msg.get("role") == "tool":
+        return output_label(*call) if call else str(msg.get("name") or "a tool")
+    if msg.get("role") == "user" and isinstance(previous, Mapping) and is_observation(msg, previous):
+        action = text_action(content_text(previous.get("content")))
+        return output_label(OBSERVATION_TOOL, {"command": action} if action else {})
+    return None
 
 
 @dataclass(slots=True)
@@ -132,9 +147,9 @@ def reshown_marker(n: int, label: str, first: int) -> str:
 
 
 def fold_reshown(text: str, shown: ShownLines) -> str | None:
-    """`text` (an output as it would be frozen: reduced or not) with every run of `MIN_RUN_LINES`+ lines that an earlier output still shown
-    holds verbatim replaced by one marker line naming that output and its lines; None
-    when no run pays off. Nothing is stored: the lines are in the context, in the output
+    """`text` (an output as it would be frozen, reduced or not) with every run of
+    `MIN_RUN_LINES`+ lines that an earlier output still shown holds verbatim replaced by
+    one marker line naming that output and its lines; None when no run pays off. Nothing is stored: the lines are in the context, in the output
     named (and when that output is evicted later, in its recallable archive)."""
     if not shown.blocks:
         return None
@@ -194,13 +209,7 @@ def expand_in_context(messages: Sequence[Mapping[str, Any]], index: int) -> str:
         for c in tool_calls_of(m):
             name, raw = call_name_args(c)
             calls[c.get("id")] = (name, parsed_args(raw))
-        text = m.get("content")
-        if not isinstance(text, str):
-            continue
-        if m.get("role") == "tool":
-            call = calls.get(m.get("tool_call_id"))
-            shown.append((output_label(*call) if call else str(m.get("name") or "a tool"), text))
-        elif m.get("role") == "user" and k and is_observation(m, messages[k - 1]):
-            action = text_action(content_text(messages[k - 1].get("content")))
-            shown.append((output_label(OBSERVATION_TOOL, {"command": action} if action else {}), text))
+        label = shown_label(m, messages[k - 1] if k else None, calls.get(m.get("tool_call_id")))
+        if label is not None:
+            shown.append((label, m["content"]))
     return expand_reshown(str(messages[index].get("content")), shown)
