@@ -321,7 +321,8 @@ class History:
 
     def _note_shown(self, s: Session, shown: ShownLines, e: Entry, i: int) -> None:
         frozen = e.frozen
-        call = s.calls.get(frozen.get("tool_call_id", "")) if isinstance(frozen, Mapping) else None
+        tid = frozen.get("tool_call_id") if isinstance(frozen, Mapping) else None
+        call = s.calls.get(tid) if isinstance(tid, str) else None  # a malformed id names no call
         label = shown_label(
             frozen, s.entries[i - 1].frozen if i else None, (call.name, call.parsed) if call else None
         )

@@ -206,10 +206,16 @@ def expand_in_context(messages: Sequence[Mapping[str, Any]], index: int) -> str:
     calls: dict[Any, tuple[str, Mapping[str, Any]]] = {}
     shown: list[tuple[str, str]] = []
     for k, m in enumerate(messages[:index]):
+        if not isinstance(m, Mapping):  # a malformed message passed through: no output, no call
+            continue
         for c in tool_calls_of(m):
             name, raw = call_name_args(c)
-            calls[c.get("id")] = (name, parsed_args(raw))
-        label = shown_label(m, messages[k - 1] if k else None, calls.get(m.get("tool_call_id")))
+            if isinstance(c.get("id"), str):  # a malformed id (passed through) names no call
+                calls[c["id"]] = (name, parsed_args(raw))
+        tid = m.get("tool_call_id")
+        label = shown_label(
+            m, messages[k - 1] if k else None, calls.get(tid) if isinstance(tid, str) else None
+        )
         if label is not None:
             shown.append((label, m["content"]))
     return expand_reshown(str(messages[index].get("content")), shown)

@@ -227,3 +227,19 @@ def test_a_read_whose_first_copy_was_evicted_arrives_whole():
     assert code("a", 120) not in [m.get("content") for m in p.messages]  # the first read is evicted
     p = tp.prepare(session(*outputs, code("a", 120, changed=3)), session_id="s")
     assert p.messages[-1]["content"] == code("a", 120, changed=3)
+
+
+def test_malformed_ids_are_passed_through_and_name_no_output():
+    """Lenient mode passes a message with a list for a tool-call id: indexing it, and
+    expanding the outputs after it, must not fail on the id."""
+    from tokenpilot.reshown import expand_in_context
+
+    bad = [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": ["x"], "function": {"name": "bash"}}]},
+        {"role": "tool", "tool_call_id": ["x"], "content": code("a", 40)},
+    ]
+    history = session(code("a", 60))[:2] + bad + session(code("a", 60))[2:]
+    p = TokenPilot(lifecycle=False).prepare(history, session_id="s")
+    assert "of the output of `a tool`" in p.messages[-1]["content"]  # the passed-through output, shown
+    assert expand_in_context(p.messages, len(p.messages) - 1) == code("a", 60)
+    assert expand_in_context([*bad, {"role": "tool", "content": "plain"}, 7], 2) == "plain"
