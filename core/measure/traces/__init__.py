@@ -113,4 +113,4 @@ def load(path: str | Path) -> list[Session]:
             sessions.extend(load_file(file))
         except UnrecognizedTrace as exc:
             log.debug("tokenpilot: skipping %s", exc)
-    return sessions
+    return claude_code.merge_compactions(sessions)

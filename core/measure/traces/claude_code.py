@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .build import Builder, content_from_blocks, message, parse_time, text_of, tool_call
-from .model import Session, Usage
+from .model import RecordedCall, Session, Usage
 
 FMT = "claude_code"
 
@@ -205,3 +205,77 @@ def _subagent_meta(path: Path, parent: str, agent_id: str) -> dict[str, Any]:
                 meta["parent_tool_use_id"] = rec["parentToolUseID"]
                 break
     return meta
+
+
+def merge_compactions(sessions: list[Session]) -> list[Session]:
+    """Each auto-compaction's call put back into the session it compacted.
+
+    Claude Code writes the compaction agent's transcript (`agent-acompact-*.jsonl`) with
+    only the messages it added: the hook reminders, the summary request and the summary.
+    What it sent was the whole conversation before them, with the same system prompt and
+    tools, so the provider read almost all of it from the cache (166,758 of 169,248
+    prompt tokens on the shared recordings: the prompt of the parent's last call). Replayed
+    on its own, that call would be priced as a fresh 169k-token prompt for every method.
+
+    Merged, the call sits in its parent at the boundary: its prompt is the parent's
+    history up to the restart, then the compaction's own messages; its output is the
+    summary. Later calls restart at the summary as before. A compaction whose parent or
+    boundary cannot be found (a folder without the parent file) stays a session of its own.
+    """
+    by_id = {s.id: s for s in sessions}
+    merged: set[str] = set()
+    for s in sessions:
+        parent = by_id.get(str(s.meta.get("parent"))) if s.meta.get("kind") == "compaction" else None
+        if parent is None or parent.fmt != FMT or s.system is not None or len(s.calls) != 1:
+            continue
+        call = s.calls[0]
+        if call.end != len(s.messages) - 1 or call.timestamp is None:
+            continue
+        boundary = _restart_after(parent, call.timestamp)
+        if boundary is None:
+            continue
+        before, at = boundary
+        _insert_call(parent, at, s.messages, before, call)
+        parent.meta["compaction_calls"] = parent.meta.get("compaction_calls", 0) + 1
+        merged.add(s.id)
+    return [s for s in sessions if s.id not in merged]
+
+
+def _restart_after(parent: Session, ts: float) -> tuple[RecordedCall, int] | None:
+    """(the parent's last call before `ts`, the index where the next call's prompt
+    restarts) when that next call restarts at a compaction summary after `ts`."""
+    calls = parent.calls
+    for k in range(len(calls) - 1):
+        before, after = calls[k], calls[k + 1]
+        if before.timestamp is None or after.timestamp is None:
+            continue
+        if before.timestamp <= ts <= after.timestamp and after.start > before.end:
+            return before, after.start
+    return None
+
+
+def _insert_call(
+    parent: Session, at: int, added: list[dict[str, Any]], before: RecordedCall, call: RecordedCall
+) -> None:
+    """Insert `added` (the compaction's messages, its output last) at `at` in `parent`
+    and the call that sent them, shifting every index after `at`."""
+    n = len(added)
+    parent.messages[at:at] = added
+    for c in parent.calls:
+        if c.start >= at:
+            c.start += n
+            c.end += n
+        if c.sent:
+            c.sent = {i + n if i >= at else i: m for i, m in c.sent.items()}
+    parent.task_starts = [i + n if i >= at else i for i in parent.task_starts]
+    merged = RecordedCall(
+        start=before.start,
+        end=at + n - 1,
+        usage=call.usage,
+        timestamp=call.timestamp,
+        model=call.model,
+        system=before.system,
+        sent=dict(before.sent) if before.sent else None,
+    )
+    k = next(i for i, c in enumerate(parent.calls) if c is before)
+    parent.calls.insert(k + 1, merged)
