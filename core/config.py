@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from .compaction import COMPACTION_MARKERS
 from .errors import ConfigError
 from .stabilize import VolatilePattern
 
@@ -141,6 +142,13 @@ class Config:
     """Once the agent recalls a source's artifacts more than tau times, later outputs of
     that source pass unreduced (up to `hard_limit_chars`). See README for why 1."""
 
+    # -- the caller's own compaction -------------------------------------------
+    compaction_markers: tuple[str, ...] = COMPACTION_MARKERS
+    """A request whose last user message starts with one of these asks for a summary of
+    the whole conversation (Claude Code's compaction): it is rendered with nothing evicted,
+    since the summary is all the agent keeps (`tokenpilot.compaction`). Empty: such a
+    request sees the managed history like any other call."""
+
     # -- prefix stabilisation -----------------------------------------------
     stabilize: bool = True
     volatile_patterns: tuple[VolatilePattern, ...] = ()
@@ -230,6 +238,9 @@ class Config:
             raise ConfigError("tail_role must be 'user' or 'system'")
         if self.system_updates not in ("append", "replace"):
             raise ConfigError("system_updates must be 'append' or 'replace'")
+        markers = self.compaction_markers
+        if not isinstance(markers, tuple) or not all(isinstance(m, str) and m.strip() for m in markers):
+            raise ConfigError(f"compaction_markers must be a tuple of non-empty strings, got {markers!r}")
         if self.hard_limit_chars < self.preview_head + self.preview_tail:
             raise ConfigError("hard_limit_chars must leave room for the preview")
 

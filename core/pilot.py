@@ -23,6 +23,7 @@ from typing import Any
 
 from ._canonical import canonical_json, sha256_hex
 from .artifacts import RecallResult
+from .compaction import is_compaction_request
 from .config import Config
 from .errors import MessageError
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
@@ -283,7 +284,8 @@ class TokenPilot:
                 "retried at the next call"
             )
 
-        rendered, keys, evicted = render_history(s, history, cfg)
+        whole = is_compaction_request(history, cfg.compaction_markers)
+        rendered, keys, evicted = render_history(s, history, cfg, whole=whole)
         # Tools after ingestion: `recall_artifact` may join on the first call with an artifact.
         if s.calls_prepared == 0 and cfg.recall_tool_from == "auto" and not s.recallable:
             s.recallable = bulky(list(tools or ()))
@@ -302,11 +304,12 @@ class TokenPilot:
         keys = [s.system.version, s.tools_version, *keys]
         cause, break_at = None, None
         if s.last_keys and keys[: len(s.last_keys)] != s.last_keys:
-            cause = break_cause(s, keys, rewritten, recovered=bool(before))
+            cause = break_cause(s, keys, rewritten, recovered=bool(before), whole=whole)
             break_at = first_difference(s.last_keys, keys, len(s.system.rendered))
             s.prefix_breaks += 1
         s.last_keys = keys
         s.last_plan_version = s.plan_version
+        s.last_whole = whole
         s.calls_prepared += 1
 
         raw_tokens = s.system.tokens + s.tools_tokens + sum(e.raw_tokens for e in s.entries)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._canonical import canonical_json, sha256_hex
+from .compaction import ENDED_CAUSE, SHOWN_CAUSE
 from .config import Config
 from .history import call_ids
 from .session import Entry, Session
@@ -18,8 +19,13 @@ from .session import Entry, Session
 log = logging.getLogger("tokenpilot")
 
 
-def render_history(s: Session, history: list[Any], cfg: Config) -> tuple[list[Any], list[str], set[int]]:
-    """Frozen messages (with current ids), update notes, eviction stubs; and render keys."""
+def render_history(
+    s: Session, history: list[Any], cfg: Config, *, whole: bool = False
+) -> tuple[list[Any], list[str], set[int]]:
+    """Frozen messages (with current ids), update notes, eviction stubs; and render keys.
+
+    `whole`: render with nothing evicted (a compaction request, `tokenpilot.compaction`);
+    the lifecycle still sees the call, so its schedule and plan go on as before."""
     drop: set[int] = set()
     stubs: dict[int, list[dict[str, Any]]] = {}
     if s.lifecycle is not None:
@@ -31,8 +37,9 @@ def render_history(s: Session, history: list[Any], cfg: Config) -> tuple[list[An
             s.lifecycle.observe(frozen)
             plan = s.lifecycle.view(frozen)
             s.plan_version = plan.version
-            drop = set(plan.drop)
-            stubs = {i: list(ms) for i, ms in plan.stubs.items()}
+            if not whole:
+                drop = set(plan.drop)
+                stubs = {i: list(ms) for i, ms in plan.stubs.items()}
         except Exception as exc:  # eviction is an optimisation: never fail the call
             log.warning("tokenpilot: lifecycle failed, rendering without eviction: %s", exc)
             drop, stubs = set(), {}
@@ -68,7 +75,9 @@ def render_history(s: Session, history: list[Any], cfg: Config) -> tuple[list[An
     return out, keys, drop
 
 
-def break_cause(s: Session, keys: list[Any], rewritten: bool, *, recovered: bool = False) -> str:
+def break_cause(
+    s: Session, keys: list[Any], rewritten: bool, *, recovered: bool = False, whole: bool = False
+) -> str:
     prev = s.last_keys
     if prev[0] != keys[0]:
         return "system prompt changed"
@@ -78,6 +87,10 @@ def break_cause(s: Session, keys: list[Any], rewritten: bool, *, recovered: bool
         return "history rewritten by the caller"
     if recovered:
         return "store_recovered"  # a message sent unreduced while the store failed, now reduced
+    if whole:
+        return SHOWN_CAUSE
+    if s.last_whole:
+        return ENDED_CAUSE
     if s.plan_version != s.last_plan_version:
         return "eviction"
     return "tool-call ids changed"

@@ -84,6 +84,7 @@ class Session:
         self.last_keys: list[Any] = []  # render keys of the last call: versions, then digests
         self.plan_version = 0
         self.last_plan_version = 0
+        self.last_whole = False  # the last call was a compaction request, rendered with nothing evicted
         self.prefix_breaks = 0
         self.calls_prepared = 0
         self.lifecycle: Any = None

@@ -37,6 +37,7 @@ def session_to_dict(s: Session) -> dict[str, Any]:
             "last_keys": s.last_keys,
             "plan_version": s.plan_version,
             "last_plan_version": s.last_plan_version,
+            "last_whole": s.last_whole,
             "calls_prepared": s.calls_prepared,
             "recallable": s.recallable,
             "elisions": s.elisions.to_dict(),
@@ -136,6 +137,7 @@ def load_session(s: Session, data: Mapping[str, Any]) -> None:
         s.last_keys = list(data.get("last_keys", []))
         s.plan_version = int(data.get("plan_version", 0))
         s.last_plan_version = int(data.get("last_plan_version", 0))
+        s.last_whole = bool(data.get("last_whole", False))
         s.calls_prepared = int(data.get("calls_prepared", 0))
         s.recallable = bool(data.get("recallable", False))
         s.elisions.load_dict(data.get("elisions") or {})

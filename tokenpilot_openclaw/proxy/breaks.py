@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tokenpilot.compaction import ENDED_CAUSE, SHOWN_CAUSE
 from tokenpilot.messages import content_text
 
 EXCERPT = 120
@@ -68,6 +69,10 @@ FIXES: dict[str, str] = {
         "count constant and put per-call text in the newest message"
     ),
     "eviction": "deliberate: TokenPilot evicted finished work to make the prompt smaller (one break per batch)",
+    "compaction": (
+        "deliberate: the client asked for a summary of the whole conversation (its own compaction), so "
+        "TokenPilot showed what it had evicted for that one call"
+    ),
     "store recovered": "the artifact store failed earlier; outputs sent in full meanwhile are reduced now (once)",
     "tool-call ids": "the client renamed tool-call ids of earlier calls: keep ids stable across calls",
     "unknown": "compare the two messages shown; a restart of the proxy loses the previous rendering",
@@ -248,6 +253,8 @@ def _likely(
         return "tools changed"
     if cause == "eviction":
         return "eviction"
+    if cause in (SHOWN_CAUSE, ENDED_CAUSE):
+        return "compaction"
     if cause == "store_recovered":
         return "store recovered"
     if cause == "tool-call ids changed":

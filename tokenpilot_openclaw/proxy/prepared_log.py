@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from tokenpilot import Prepared
+from tokenpilot.compaction import ENDED_CAUSE, SHOWN_CAUSE
 
 from . import timeline, wire
 from .sessions import SessionStats
@@ -44,6 +45,9 @@ class PreparedLog:
         )
         if st.prefix_break == "eviction":
             log.info("tokenpilot: session %s: prefix re-rendered by an eviction", sid)
+            return
+        if st.prefix_break in (SHOWN_CAUSE, ENDED_CAUSE):
+            log.info("tokenpilot: session %s: prefix re-rendered (%s)", sid, st.prefix_break)
             return
         log.warning(
             "tokenpilot: session %s: cached prefix broken (%s); %s",

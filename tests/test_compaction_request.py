@@ -1,0 +1,96 @@
+"""A compaction request (the caller asks for a summary of the whole conversation) is
+rendered with nothing evicted: the summary is all the agent keeps afterwards."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import shared_path
+from strategies import TOOLS
+from test_eviction_default import CITIES, _text, replay_default, transcript_scenario
+
+from tokenpilot import Config, TokenPilot
+from tokenpilot.compaction import COMPACTION_MARKERS, ENDED_CAUSE, SHOWN_CAUSE, is_compaction_request
+from tokenpilot.errors import ConfigError
+from tokenpilot.evict import validate_pairing
+
+REQUEST = (
+    "Your task is to create a detailed summary of the conversation so far, paying close attention "
+    "to the user's explicit requests and your previous actions.\n\nIMPORTANT: Do NOT use any tools."
+)
+
+
+def test_markers_match_the_last_user_message_only() -> None:
+    m = COMPACTION_MARKERS
+    assert is_compaction_request([{"role": "user", "content": REQUEST}], m)
+    assert is_compaction_request([{"role": "user", "content": [{"type": "text", "text": "\n" + REQUEST}]}], m)
+    assert not is_compaction_request(
+        [{"role": "user", "content": REQUEST}, {"role": "user", "content": "go"}], m
+    )
+    assert not is_compaction_request([{"role": "tool", "tool_call_id": "1", "content": REQUEST}], m)
+    assert not is_compaction_request([{"role": "user", "content": "summarize " + REQUEST}], m)
+    assert not is_compaction_request([{"role": "user", "content": REQUEST}], ())
+    assert not is_compaction_request([], m)
+    assert not is_compaction_request(["junk"], m)
+
+
+def test_config_refuses_markers_that_are_not_strings() -> None:
+    with pytest.raises(ConfigError):
+        Config(compaction_markers=("",))
+    with pytest.raises(ConfigError):
+        Config(compaction_markers=["x"])  # type: ignore[arg-type]
+
+
+def _evicted_then_compacted(config: Config) -> tuple[TokenPilot, list, list[dict]]:
+    s = transcript_scenario()
+    tp = TokenPilot(config)
+    msgs = s.msgs
+    preps = replay_default(tp, msgs, [*s.points, len(msgs)])
+    assert not [c for c in CITIES if f"{c} hourly" in _text(preps[-1].messages)], "T2 evicted first"
+    return tp, preps, msgs
+
+
+def test_a_compaction_request_sees_every_evicted_output_and_the_next_call_returns_to_the_plan() -> None:
+    tp, preps, msgs = _evicted_then_compacted(Config())
+    before = preps[-1]
+    compact = tp.prepare([*msgs, {"role": "user", "content": REQUEST}], TOOLS, session_id="s")
+    text = _text(compact.messages)
+    assert all(f"{c} hourly" in text for c in CITIES), "every evicted page is shown to the summary"
+    assert "[tokenpilot: evicted" not in text
+    assert compact.stats.prefix_break == SHOWN_CAUSE
+    assert validate_pairing(compact.messages) == []
+    # the prefix up to the first eviction is the one the last call sent (read from the cache)
+    first = next(i for i, (a, b) in enumerate(zip(before.messages, compact.messages)) if a != b)
+    assert first > 1 and compact.messages[:first] == before.messages[:first]
+
+    # A caller that does not restart from the summary: the plan applies again.
+    tp.session("s").lifecycle.wait()
+    reply = {"role": "assistant", "content": "<summary>…</summary>"}
+    after = tp.prepare(
+        [*msgs, {"role": "user", "content": REQUEST}, reply, {"role": "user", "content": "go on"}],
+        TOOLS,
+        session_id="s",
+    )
+    assert not [c for c in CITIES if f"{c} hourly" in _text(after.messages)]
+    assert after.stats.prefix_break == ENDED_CAUSE
+
+
+def test_with_no_markers_a_compaction_request_sees_the_managed_history() -> None:
+    tp, _, msgs = _evicted_then_compacted(Config(compaction_markers=()))
+    compact = tp.prepare([*msgs, {"role": "user", "content": REQUEST}], TOOLS, session_id="s")
+    assert not [c for c in CITIES if f"{c} hourly" in _text(compact.messages)]
+    assert compact.stats.prefix_break is None
+
+
+def test_the_shared_claude_code_compaction_requests_carry_the_marker() -> None:
+    from tokenpilot.measure import traces
+
+    sessions = traces.load(shared_path("traces") / "claude_code_spotter")
+    found = 0
+    for s in sessions:
+        for call in s.calls:
+            if s.output(call)["content"].lstrip().startswith("<analysis>"):
+                assert is_compaction_request(s.prompt(call), COMPACTION_MARKERS)
+                found += 1
+            else:
+                assert not is_compaction_request(s.prompt(call), COMPACTION_MARKERS)
+    assert found == 4
