@@ -164,3 +164,17 @@ def test_shared_compactions_are_priced_as_the_cache_hits_they_were() -> None:
             assert got.hit_tokens == result.calls[k - 1].prompt_tokens  # as replayed
             checked += 1
     assert checked == 4
+
+
+def test_a_copy_of_the_compaction_file_is_not_merged_twice(tmp_path: Path) -> None:
+    root = _folder(tmp_path)
+    agent_dir = root / SID / "subagents"
+    original = agent_dir / "agent-acompact-abc123.jsonl"
+    rows = [json.loads(line) for line in original.read_text().splitlines()]
+    for r in rows:
+        r["agentId"] = "acompact-copy99"
+    _write(agent_dir / "agent-acompact-copy99.jsonl", rows)
+    sessions = traces.load(root)
+    [parent] = [s for s in sessions if s.id == SID]
+    assert parent.meta["compaction_calls"] == 1 and len(parent.calls) == 5
+    assert [s.meta["kind"] for s in sessions if s.id != SID] == ["compaction"]

@@ -227,7 +227,9 @@ def ablation_methods() -> list[Method]:
     """Vanilla, TokenPilot, and TokenPilot with one thing taken away each: every segment
     rule, the window rule, the window's exemption for what the last turns used, all
     segment rules (whole tasks only, as in the paper), compact line numbers, the
-    segment-aware gate's minimum, each content-aware pass, the lossless JSON re-encoding (and its rows); then the batch sweep (B = 1, 5, ∞)."""
+    segment-aware gate's minimum, each content-aware pass, the lossless JSON re-encoding (and its rows),
+    re-shown lines, and the whole history shown to a compaction request (its summary then
+    sees the managed history); then the batch sweep (B = 1, 5, ∞)."""
     full = SegmentRules()
     methods: list[Method] = [Vanilla(), TokenPilotMethod(name="tokenpilot")]
     for rule, off in _RULE_FIELDS.items():
@@ -248,6 +250,10 @@ def ablation_methods() -> list[Method]:
     methods.append(TokenPilotMethod(config=Config(small_json_minify=False), name="tokenpilot_no_small_json"))
     methods.append(
         TokenPilotMethod(config=Config(small_json_rows=False), name="tokenpilot_no_small_json_rows")
+    )
+    methods.append(TokenPilotMethod(config=Config(reshown=False), name="tokenpilot_no_reshown"))
+    methods.append(
+        TokenPilotMethod(config=Config(compaction_markers=()), name="tokenpilot_compaction_sees_plan")
     )
     for b in (1, 5, None):
         methods.append(TokenPilotMethod(batch_turns=b, name=f"tokenpilot_B{'inf' if b is None else b}"))

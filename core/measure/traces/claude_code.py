@@ -224,6 +224,7 @@ def merge_compactions(sessions: list[Session]) -> list[Session]:
     """
     by_id = {s.id: s for s in sessions}
     merged: set[str] = set()
+    inserted: list[RecordedCall] = []  # a boundary takes one compaction (a copy of the file: none)
     for s in sessions:
         parent = by_id.get(str(s.meta.get("parent"))) if s.meta.get("kind") == "compaction" else None
         if parent is None or parent.fmt != FMT or s.system is not None or len(s.calls) != 1:
@@ -232,10 +233,10 @@ def merge_compactions(sessions: list[Session]) -> list[Session]:
         if call.end != len(s.messages) - 1 or call.timestamp is None:
             continue
         boundary = _restart_after(parent, call.timestamp)
-        if boundary is None:
+        if boundary is None or any(boundary[0] is c for c in inserted):
             continue
         before, at = boundary
-        _insert_call(parent, at, s.messages, before, call)
+        inserted.append(_insert_call(parent, at, s.messages, before, call))
         parent.meta["compaction_calls"] = parent.meta.get("compaction_calls", 0) + 1
         merged.add(s.id)
     return [s for s in sessions if s.id not in merged]
@@ -256,7 +257,7 @@ def _restart_after(parent: Session, ts: float) -> tuple[RecordedCall, int] | Non
 
 def _insert_call(
     parent: Session, at: int, added: list[dict[str, Any]], before: RecordedCall, call: RecordedCall
-) -> None:
+) -> RecordedCall:
     """Insert `added` (the compaction's messages, its output last) at `at` in `parent`
     and the call that sent them, shifting every index after `at`."""
     n = len(added)
@@ -279,3 +280,4 @@ def _insert_call(
     )
     k = next(i for i, c in enumerate(parent.calls) if c is before)
     parent.calls.insert(k + 1, merged)
+    return merged
