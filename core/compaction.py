@@ -9,7 +9,9 @@ no recall can fill the gap in a call that may not use tools. Such a request is r
 with nothing evicted. Its prefix up to the first eviction is still read from the cache,
 and the call after it starts from the caller's summary, a new history anyway.
 
-The markers are declared here, one per agent, and tested on the shared recordings;
+Codex CLI's local compaction works the same way. The markers are declared here, one
+per agent, and tested (Claude Code's on the shared recordings, Codex's through the
+proxy's Responses conversion);
 `Config.compaction_markers` adds others or (empty) turns the rule off.
 """
 
@@ -28,8 +30,11 @@ SHOWN_CAUSE = "compaction request: the whole history shown for the summary"
 ENDED_CAUSE = "after a compaction request: its evictions hidden again"
 
 COMPACTION_MARKERS: tuple[str, ...] = (
-    # Claude Code 2.x, auto-compaction and /compact
+    # Claude Code 2.x, auto-compaction and /compact (the shared recordings hold four)
     "Your task is to create a detailed summary of the conversation so far",
+    # Codex CLI's local compaction (codex-rs `templates/compact/prompt.md`), sent as the
+    # last user input of a Responses request
+    "You are performing a CONTEXT CHECKPOINT COMPACTION",
 )
 
 

@@ -94,3 +94,30 @@ def test_the_shared_claude_code_compaction_requests_carry_the_marker() -> None:
             else:
                 assert not is_compaction_request(s.prompt(call), COMPACTION_MARKERS)
     assert found == 4
+
+
+def test_a_codex_compaction_request_is_recognised_through_the_responses_conversion() -> None:
+    from tokenpilot_openclaw.proxy.responses import to_core
+
+    prompt = (
+        "You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for another LLM "
+        "that will resume the task."
+    )
+    body = {
+        "model": "gpt-5-codex",
+        "instructions": "You are Codex.",
+        "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix a.py"}]},
+            {
+                "type": "function_call",
+                "call_id": "c1",
+                "name": "shell",
+                "arguments": '{"command": ["cat", "a.py"]}',
+            },
+            {"type": "function_call_output", "call_id": "c1", "output": "def f(): pass"},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": prompt}]},
+        ],
+    }
+    messages, _ = to_core(body)
+    assert is_compaction_request(messages, COMPACTION_MARKERS)
+    assert not is_compaction_request(messages[:-1], COMPACTION_MARKERS)
