@@ -43,6 +43,7 @@ def render_history(
         except Exception as exc:  # eviction is an optimisation: never fail the call
             log.warning("tokenpilot: lifecycle failed, rendering without eviction: %s", exc)
             drop, stubs = set(), {}
+    moved = s.moved.texts_for(s.entries, frozenset(drop)) if drop else {}
     updates: dict[int, list[dict[str, Any]]] = {}
     for pos, m in s.updates:
         updates.setdefault(pos, []).append(m)
@@ -59,16 +60,18 @@ def render_history(
             continue
         msg = history[i]
         frozen = e.frozen
-        if isinstance(frozen, Mapping):
-            cur = call_ids(msg) if isinstance(msg, Mapping) else e.ids
-            if cur != e.ids and usable_ids(cur, frozen):
-                out.append(with_ids(frozen, cur))
-                keys.append(f"{entry_key(e)}:{digest(cur)}")
-                continue
-            out.append(dict(frozen))
-        else:
+        if not isinstance(frozen, Mapping):
             out.append(frozen)
-        keys.append(entry_key(e))
+            keys.append(entry_key(e))
+            continue
+        key = entry_key(e)
+        cur = call_ids(msg) if isinstance(msg, Mapping) else e.ids
+        if cur != e.ids and usable_ids(cur, frozen):
+            frozen, key = with_ids(frozen, cur), f"{key}:{digest(cur)}"
+        if i in moved:  # a fold whose lines an eviction moved here
+            frozen, key = {**frozen, "content": moved[i]}, f"{key}:moved:{digest(moved[i])}"
+        out.append(dict(frozen))
+        keys.append(key)
     for m in updates.get(len(s.entries), ()):
         out.append(dict(m))
         keys.append(digest(m))

@@ -19,7 +19,7 @@ so "the output of `cat a.py`" is never ambiguous.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "MIN_RUN_LINES",
     "RESHOWN_NOTE",
     "ShownLines",
+    "expand_hidden",
     "expand_in_context",
     "expand_reshown",
     "fold_reshown",
@@ -181,6 +182,12 @@ def expand_reshown(text: str, earlier: Sequence[tuple[str, str]]) -> str:
     """`text` with each marker line replaced by the lines it names: the lines of the latest
     of `earlier` ((label, text as shown), in message order) with that label. What the
     output said before the fold; `ValueError` when a marker names lines nothing holds."""
+    return _expand(text, [(label, t, k) for k, (label, t) in enumerate(earlier)], None)
+
+
+def _expand(text: str, earlier: Sequence[tuple[str, str, int]], only: Collection[int] | None) -> str:
+    """`expand_reshown` over (label, text, place) outputs; with `only`, a marker is
+    expanded only when the output it names is at one of those places."""
     out: list[str] = []
     for line in original_lines(text):
         m = _MARKER.fullmatch(line.rstrip("\n"))
@@ -188,8 +195,11 @@ def expand_reshown(text: str, earlier: Sequence[tuple[str, str]]) -> str:
             out.append(line)
             continue
         n, first, last, label = int(m[1]), int(m[2]), int(m[3]), m[4]
-        source = next((t for lab, t in reversed(earlier) if lab == label), None)
-        lines = original_lines(source)[first - 1 : last] if source is not None else []
+        source = next(((t, k) for lab, t, k in reversed(earlier) if lab == label), None)
+        if only is not None and (source is None or source[1] not in only):
+            out.append(line)
+            continue
+        lines = original_lines(source[0])[first - 1 : last] if source is not None else []
         if len(lines) != n or last - first + 1 != n:
             raise ValueError(
                 f"a marker names lines {first}–{last} of `{label}`, which no earlier output holds"
@@ -198,13 +208,10 @@ def expand_reshown(text: str, earlier: Sequence[tuple[str, str]]) -> str:
     return "".join(out)
 
 
-def expand_in_context(messages: Sequence[Mapping[str, Any]], index: int) -> str:
-    """The text of `messages[index]` (a tool output or an observation, as frozen) with
-    each marker replaced by the lines it names in the outputs before it: what the output
-    said before its fold. For an eviction's archive, so that a recall of an evicted
-    output never depends on another evicted one."""
+def _outputs_before(messages: Sequence[Any], index: int) -> list[tuple[str, str, int]]:
+    """(label, text, place) of each output before `messages[index]`, in order."""
     calls: dict[Any, tuple[str, Mapping[str, Any]]] = {}
-    shown: list[tuple[str, str]] = []
+    shown: list[tuple[str, str, int]] = []
     for k, m in enumerate(messages[:index]):
         if not isinstance(m, Mapping):  # a malformed message passed through: no output, no call
             continue
@@ -217,5 +224,43 @@ def expand_in_context(messages: Sequence[Mapping[str, Any]], index: int) -> str:
             m, messages[k - 1] if k else None, calls.get(tid) if isinstance(tid, str) else None
         )
         if label is not None:
-            shown.append((label, m["content"]))
-    return expand_reshown(str(messages[index].get("content")), shown)
+            shown.append((label, m["content"], k))
+    return shown
+
+
+def expand_in_context(messages: Sequence[Mapping[str, Any]], index: int) -> str:
+    """The text of `messages[index]` (a tool output or an observation, as frozen) with
+    each marker replaced by the lines it names in the outputs before it: what the output
+    said before its fold. For an eviction's archive, so that a recall of an evicted
+    output never depends on another evicted one."""
+    return _expand(str(messages[index].get("content")), _outputs_before(messages, index), None)
+
+
+def expand_hidden(messages: Sequence[Any], hidden: Collection[int], start: int = 0) -> dict[int, str]:
+    """For each output of `messages` (the frozen history) that stays in view while a
+    marker of it names an output at one of the `hidden` places (evicted), its text with
+    those markers replaced by the lines they name (the others stay): an eviction moves
+    the lines a later output points at into that output, so the model still sees them.
+    Computed from the frozen history and the plan only, so every process renders alike.
+    `start`: only outputs from that place on (the ones before were checked already)."""
+    out: dict[int, str] = {}
+    if not hidden:
+        return out
+    earlier: list[tuple[str, str, int]] | None = None
+    for k in range(start, len(messages)):
+        m = messages[k]
+        if k in hidden or not isinstance(m, Mapping):
+            continue
+        content = m.get("content")
+        if not isinstance(content, str) or RESHOWN_NOTE not in content:
+            continue
+        if earlier is None:
+            earlier = _outputs_before(messages, len(messages))
+        before = [e for e in earlier if e[2] < k]
+        try:
+            text = _expand(content, before, hidden)
+        except ValueError:  # a marker naming nothing (a caller's own text): left as it is
+            continue
+        if text != content:
+            out[k] = text
+    return out

@@ -19,6 +19,7 @@ from .elision import HeldElisions
 from .ingest import IngestState, ToolCallInfo
 from .messages import content_text
 from .reshown import ShownLines
+from .reshown_moves import MovedLines
 from .stabilize import Stabilized
 from .tokens import count_tokens, estimate_tokens
 
@@ -93,6 +94,7 @@ class Session:
         # the lines its outputs show, for re-shown runs; derived from `entries` (rebuilt
         # after a load, never stored)
         self.shown: ShownLines | None = None
+        self.moved = MovedLines()  # folds rendered with the lines of outputs the plan hides
 
 
 def msg_tokens(msg: Any, *, estimate: bool = False) -> int:
