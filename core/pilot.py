@@ -318,6 +318,7 @@ class TokenPilot:
             + s.tools_tokens
             + sum(e.tokens for i, e in enumerate(s.entries) if i not in evicted)
             + sum(msg_tokens(m) for _, m in s.updates)
+            + (s.moved.extra_tokens(s.entries, msg_tokens) if evicted else 0)
         )
         if tail_values:
             tokens += msg_tokens(out[-1])

@@ -11,7 +11,7 @@ the plan's hidden set, so it is checked once per output while the plan stays the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,12 +28,13 @@ class MovedLines:
     checked: int = 0  # entries checked under `hidden`
     last: Any = None  # the entry at `checked - 1`: another object means the history was rewritten
     texts: dict[int, str] = field(default_factory=dict)
+    extra: dict[int, int] = field(default_factory=dict)  # tokens each moved text adds, once counted
 
     def texts_for(self, entries: Sequence[Any], hidden: frozenset[int]) -> dict[int, str]:
         """{entry index: text to render} for `entries` (each with `.frozen`) under `hidden`."""
         n = self.checked
         if hidden != self.hidden or n > len(entries) or (n and entries[n - 1] is not self.last):
-            self.hidden, self.checked, self.last, self.texts = hidden, 0, None, {}
+            self.hidden, self.checked, self.last, self.texts, self.extra = hidden, 0, None, {}, {}
         if not hidden:
             return self.texts
         if self.checked < len(entries):
@@ -42,3 +43,14 @@ class MovedLines:
             self.checked = len(entries)
             self.last = entries[-1]
         return self.texts
+
+    def extra_tokens(self, entries: Sequence[Any], count: Callable[[Any], int]) -> int:
+        """Tokens the moved texts add to their entries' (`count`: a message's tokens), as
+        last returned by `texts_for`; each counted once."""
+        total = 0
+        for i, text in self.texts.items():
+            if i not in self.extra:
+                e = entries[i]
+                self.extra[i] = count({**e.frozen, "content": text}) - e.tokens
+            total += self.extra[i]
+        return total

@@ -73,3 +73,19 @@ def test_every_marker_a_request_shows_names_lines_the_request_holds(msgs, window
         for k, m in enumerate(p.messages):
             if isinstance(m.get("content"), str) and RESHOWN_NOTE in m["content"]:
                 expand_in_context(p.messages, k)  # raises when a marker names lines not in view
+
+
+def test_moved_lines_are_counted_in_the_tokens_sent() -> None:
+    msgs = _frozen()
+    entries = _entries(msgs)
+    for e in entries:
+        e.tokens = len(str(e.frozen.get("content")))
+    cache = MovedLines()
+    cache.texts_for(entries, frozenset({1}))
+
+    def count(m):
+        return len(str(m.get("content")))
+
+    assert cache.extra_tokens(entries, count) == len(cache.texts[5]) - len(msgs[5]["content"]) > 0
+    cache.texts_for(entries, frozenset())
+    assert cache.extra_tokens(entries, count) == 0
