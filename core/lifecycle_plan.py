@@ -27,6 +27,7 @@ from .evict import (
     render,
     should_evict,
 )
+from .journal import Sealed
 from .lifecycle_config import LifecycleConfig
 from .plan_tokens import MessageTokens
 from .registry import TaskRegistry
@@ -104,6 +105,18 @@ class Planner:
         self._bundles: dict[tuple[str, int, int], BundleRecord] = {}
         self._turn_tokens: dict[tuple[str, int, int], tuple[int, ...]] = {}  # per message of the turn
         self._tokens = MessageTokens()  # the cost gate's counts, kept from one batch to the next
+        self._exports: dict[int, tuple[Segment, Sealed]] = {}  # `segment_exports`, by segment
+
+    def segment_exports(self) -> list[dict[str, Any]]:
+        """Each segment's `to_dict`, made once per segment (segments never change once
+        planned) and sealed, so each save's journal reuses what it cut it into. Keeps only
+        the current segments' exports."""
+        kept = {}
+        for seg in self.segments:
+            hit = self._exports.get(id(seg))
+            kept[id(seg)] = hit if hit is not None and hit[0] is seg else (seg, Sealed(seg.to_dict()))
+        self._exports = kept
+        return [kept[id(seg)][1] for seg in self.segments]
 
     def render_plan(self) -> RenderPlan:
         return RenderPlan(frozenset(self.drop), dict(self.stubs), self.version)
@@ -381,5 +394,6 @@ explain the recent evictions, bounded so a long session's state does not grow wi
 
 
 def remember_decision(decisions: list[dict[str, Any]], decision: dict[str, Any]) -> None:
-    decisions.append(decision)
+    # Sealed: never changed once made, so each save's journal reuses what it cut it into.
+    decisions.append(Sealed(decision))
     del decisions[:-GATE_DECISIONS_KEPT]
