@@ -57,8 +57,11 @@ def _deep(depth: int, inner: Any) -> Any:
 
 
 @settings(max_examples=400, deadline=None)
-@given(_JSON, st.integers(0, 14), st.data())
-def test_same_outcome_as_the_byte_check_first(value: Any, extra: int, data: st.DataObject) -> None:
+@given(_JSON, st.integers(0, 14), st.data(), st.sampled_from([None, 0, 3]))
+def test_same_outcome_as_the_byte_check_first(
+    value: Any, extra: int, data: st.DataObject, budget: int | None
+) -> None:
+    """`budget`: containers the walk may take on before the bytes decide (None: as set)."""
     text = json.dumps(_deep(extra, value))
     # sometimes break it: cut it short, or add a stray byte
     how = data.draw(st.sampled_from(["whole", "cut", "stray"]))
@@ -67,8 +70,12 @@ def test_same_outcome_as_the_byte_check_first(value: Any, extra: int, data: st.D
     elif how == "stray":
         at = data.draw(st.integers(0, len(text)))
         text = text[:at] + data.draw(st.sampled_from(["[", "]", "{", '"', ","])) + text[at:]
-    for raw in (text, text.encode("utf-8")):
-        assert _outcome(wire.loads_bounded, raw, LIMIT) == _outcome(_old_loads_bounded, raw, LIMIT)
+    with pytest.MonkeyPatch.context() as mp:
+        if budget is not None:  # a body of more containers than the walk takes on
+            mp.setattr(wire, "_WALK_BYTES_PER_CONTAINER", 10**12)
+            mp.setattr(wire, "_WALK_MIN", budget)
+        for raw in (text, text.encode("utf-8")):
+            assert _outcome(wire.loads_bounded, raw, LIMIT) == _outcome(_old_loads_bounded, raw, LIMIT)
 
 
 @pytest.mark.parametrize(
@@ -97,3 +104,10 @@ def test_nesting_exceeds_counts_like_the_text() -> None:
         for limit in range(wire._COLLAPSE_PASSES, 24):
             raw = json.dumps(value).encode()
             assert wire.nesting_exceeds(value, limit) == wire.json_depth_exceeds(raw, limit)
+
+
+def test_the_walk_gives_up_past_its_budget() -> None:
+    many = [[] for _ in range(50)]
+    assert wire.nesting_exceeds(many, 5, budget=49) is None
+    assert wire.nesting_exceeds(many, 5, budget=50) is False
+    assert wire.nesting_exceeds(_deep(30, 1), 10, budget=100) is True
