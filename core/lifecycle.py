@@ -381,7 +381,7 @@ class Lifecycle:
                 "job": self._job.to_dict() if self._job is not None else None,
                 "calls": self._calls,
                 "ready": [{"delta": r.delta, "upto": r.upto, "keepFrom": r.keep_from} for r in self._ready],
-                "segments": [s.to_dict() for s in self._plan.segments],
+                "segments": self._plan.segment_exports(),
                 "planVersion": self._plan.version,
                 "stats": {**self.stats, "gate_decisions": list(self.stats["gate_decisions"])},
             }

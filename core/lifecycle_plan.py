@@ -27,7 +27,9 @@ from .evict import (
     render,
     should_evict,
 )
+from .journal import Sealed
 from .lifecycle_config import LifecycleConfig
+from .plan_tokens import MessageTokens
 from .registry import TaskRegistry
 from .segments import (
     BundleRecord,
@@ -102,6 +104,19 @@ class Planner:
         self.version = 0
         self._bundles: dict[tuple[str, int, int], BundleRecord] = {}
         self._turn_tokens: dict[tuple[str, int, int], tuple[int, ...]] = {}  # per message of the turn
+        self._tokens = MessageTokens()  # the cost gate's counts, kept from one batch to the next
+        self._exports: dict[int, tuple[Segment, Sealed]] = {}  # `segment_exports`, by segment
+
+    def segment_exports(self) -> list[dict[str, Any]]:
+        """Each segment's `to_dict`, made once per segment (segments never change once
+        planned) and sealed, so each save's journal reuses what it cut it into. Keeps only
+        the current segments' exports."""
+        kept = {}
+        for seg in self.segments:
+            hit = self._exports.get(id(seg))
+            kept[id(seg)] = hit if hit is not None and hit[0] is seg else (seg, Sealed(seg.to_dict()))
+        self._exports = kept
+        return [kept[id(seg)][1] for seg in self.segments]
 
     def render_plan(self) -> RenderPlan:
         return RenderPlan(frozenset(self.drop), dict(self.stubs), self.version)
@@ -236,7 +251,8 @@ class Planner:
             plan = plan_with(self.archive, cut if decision.evict else revived or 0)
             if not plan.segments:
                 return revived
-        gross = sum(message_tokens(messages[i]) for i in plan.evicted)
+        counts = self._tokens.counts(messages)
+        gross = sum(counts[i] for i in plan.evicted)
         self.drop = self.drop | set(plan.evicted)
         self.stubs = {**self.stubs, **plan.stubs}
         self.segments.extend(plan.segments)
@@ -337,23 +353,21 @@ class Planner:
             calls = self.config.expected_calls_min
         best: tuple[float, Any, int] | None = None
         first = None
+        counts = self._tokens.counts(messages)  # what `render` sends of each message, counted once
+        n = len(messages)
         for cut in sorted({s.start for s in plan.segments}):
             segs = [s for s in plan.segments if s.start >= cut]
             evicted = {i for s in segs for i in range(s.start, s.end)}
-            gross = sum(message_tokens(messages[i]) for i in evicted)
+            gross = sum(counts[i] for i in evicted)
             stub_tokens = sum(message_tokens(s.stub) for s in segs if s.stub)
             drop = self.drop | evicted
             stubs = {**self.stubs, **{s.start: (s.stub,) for s in segs if s.stub is not None}}
-            after = render(
-                messages[cut:],
-                {i - cut for i in drop if i >= cut},
-                {i - cut: m for i, m in stubs.items() if i >= cut},
-            )
-            refill = sum(message_tokens(m) for m in after)
+            # The tokens of `render(messages[cut:], drop, stubs)` (shifted to the cut): what is
+            # kept from the cut on, and the stubs standing in it.
+            refill = sum(counts[i] for i in range(cut, n) if i not in drop)
+            refill += sum(message_tokens(m) for i, ms in stubs.items() if cut <= i < n for m in ms)
             if batch.head_refill_tokens is not None:  # the tools change: everything is sent again
-                refill += batch.head_refill_tokens + sum(
-                    message_tokens(messages[i]) for i in range(cut) if i not in self.drop
-                )
+                refill += batch.head_refill_tokens + sum(counts[i] for i in range(cut) if i not in self.drop)
             # The floor is for segment rules (a small retired bundle is the likeliest to be
             # needed back); a finished task nothing names goes on the gate's economics alone.
             whole_tasks = all(not s.reasons for s in segs)
@@ -380,5 +394,6 @@ explain the recent evictions, bounded so a long session's state does not grow wi
 
 
 def remember_decision(decisions: list[dict[str, Any]], decision: dict[str, Any]) -> None:
-    decisions.append(decision)
+    # Sealed: never changed once made, so each save's journal reuses what it cut it into.
+    decisions.append(Sealed(decision))
     del decisions[:-GATE_DECISIONS_KEPT]

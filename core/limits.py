@@ -38,12 +38,23 @@ def check_depth(value: Any, limit: int, index: int | None, what: str = "") -> No
 
 
 def nesting_exceeds(value: Any, limit: int) -> bool:
-    """Is `value` nested deeper than `limit` levels? Iterative; stops at the first level too deep."""
+    """Is `value` nested deeper than `limit` levels? Iterative; stops at the first level too deep.
+
+    Parsed JSON is dicts, lists and strings: those are told by their exact type first, and
+    only anything else goes through the `Mapping` check (an ABC check, the slowest part of
+    walking a request's tools and messages on every call)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
-        if isinstance(node, Mapping):
+        kind = type(node)
+        if kind is dict:
             children: Any = node.values()
+        elif kind is list or kind is tuple:
+            children = node
+        elif kind is str:
+            continue
+        elif isinstance(node, Mapping):
+            children = node.values()
         elif isinstance(node, list | tuple):
             children = node
         else:
@@ -51,6 +62,9 @@ def nesting_exceeds(value: Any, limit: int) -> bool:
         if depth > limit:
             return True
         for child in children:
-            if isinstance(child, Mapping | list | tuple):
+            kind = type(child)
+            if kind is str:
+                continue
+            if kind is dict or kind is list or kind is tuple or isinstance(child, Mapping | list | tuple):
                 stack.append((child, depth + 1))
     return False

@@ -10,7 +10,9 @@ end of the request, never persisted. All functions here are pure.
 
 from __future__ import annotations
 
+import json
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -227,9 +229,37 @@ RECALL_TOOL: dict[str, Any] = {
 
 def canonical_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     """A tool entry with recursively sorted keys: one byte form per definition."""
-    import json
-
     return json.loads(canonical_json(tool))
+
+
+class _ParsedTools:
+    """Canonical tool texts and their parse, to compare a request's tools with the session's:
+    the same tools come with every call, and parsing each again cost more than encoding it.
+    A parse here is only ever compared with, never handed out (a session's tool is its own
+    `json.loads`), so nothing can change it. Bounded by the chars it holds."""
+
+    def __init__(self, max_chars: int = 4 * 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self._parsed: dict[str, Any] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> Any:
+        hit = self._parsed.get(text)
+        if hit is not None:
+            return hit
+        parsed = json.loads(text)
+        with self._lock:
+            if self._chars + len(text) > self.max_chars:
+                self._parsed.clear()
+                self._chars = 0
+            if len(text) <= self.max_chars and text not in self._parsed:
+                self._parsed[text] = parsed
+                self._chars += len(text)
+        return parsed
+
+
+_PARSED_TOOLS = _ParsedTools()
 
 
 def merge_tools(
@@ -255,13 +285,13 @@ def merge_tools(
         wanted.append(RECALL_TOOL)
     for t in wanted:
         name = tool_name(t)
-        ct = canonical_tool(t)
+        text = canonical_json(t)  # `canonical_tool(t)` is json.loads(text)
         if name in index:
-            if result[index[name]] != ct:
-                result[index[name]] = ct
+            if result[index[name]] != _PARSED_TOOLS.get(text):
+                result[index[name]] = json.loads(text)
                 changed = True
         elif not any(tool_name(x) == name for x in new):
-            new.append(ct)
+            new.append(json.loads(text))
     if new:
         new.sort(key=tool_name)
         result.extend(new)

@@ -66,31 +66,79 @@ def parse_body(raw: bytes) -> Any:
         f"the request body nests JSON arrays/objects deeper than the proxy's limit of {MAX_JSON_DEPTH} levels",
         code="json_too_deep",
     )
-    if json_depth_exceeds(raw, MAX_JSON_DEPTH):
-        raise too_deep
     try:
-        return json.loads(text)
+        return loads_bounded(text, MAX_JSON_DEPTH, raw)
+    except TooDeep as exc:
+        raise too_deep from exc
     except json.JSONDecodeError as exc:
         raise BadRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
-    except RecursionError as exc:  # the pre-check is the guard; this is its backstop
-        raise too_deep from exc
 
 
 class TooDeep(ValueError):
-    """JSON nested deeper than a limit: refused before `json.loads` recurses into it."""
+    """JSON nested deeper than a limit: refused before anything but `json.loads` reads it."""
 
 
-def loads_bounded(raw: bytes | str, limit: int) -> Any:
+# The walk of a parsed value visits at most one container per this many bytes of its text
+# (plus `_WALK_MIN`): a body made of little else than containers (millions of `[]`) is
+# judged by the byte-level check instead, at C speed, as before.
+_WALK_BYTES_PER_CONTAINER = 64
+_WALK_MIN = 4096
+
+
+def loads_bounded(raw: bytes | str, limit: int, data: bytes | None = None) -> Any:
     """JSON from outside the proxy, as a value; `ValueError` when it is not JSON or nests
-    deeper than `limit` (`TooDeep`). `RecursionError` never escapes: the depth is checked
-    first, iteratively, and a recursion that still happens counts as too deep."""
-    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
-    if json_depth_exceeds(data, limit):
-        raise TooDeep(f"JSON nested deeper than {limit} levels")
+    deeper than `limit` (`TooDeep`). `RecursionError` never escapes.
+
+    `json.loads` reads first: its C parser guards its own recursion (a body nested past the
+    interpreter's limit raises `RecursionError` at once, counted as too deep), and a value
+    it returns is checked for depth by walking its containers, which are few in a chat
+    body. The byte-level check (`json_depth_exceeds`: every byte of a body several MB long,
+    several times over) runs only when the text is not JSON, so that a body both broken
+    and too deep is still called too deep, as when that check came first, and when the
+    value holds more containers than the walk's budget. `data`: `raw` as UTF-8 bytes, when
+    the caller has them."""
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except RecursionError as exc:
         raise TooDeep(f"JSON nested too deeply to read ({exc})") from exc
+    except ValueError as exc:  # not JSON (or a number json will not convert)
+        if json_depth_exceeds(_utf8(raw, data), limit):
+            raise TooDeep(f"JSON nested deeper than {limit} levels") from exc
+        raise
+    deep = nesting_exceeds(value, limit, len(raw) // _WALK_BYTES_PER_CONTAINER + _WALK_MIN)
+    if deep is None:  # past the budget: the bytes say it
+        deep = json_depth_exceeds(_utf8(raw, data), limit)
+    if deep:
+        raise TooDeep(f"JSON nested deeper than {limit} levels")
+    return value
+
+
+def _utf8(raw: bytes | str, data: bytes | None) -> bytes:
+    if data is not None:
+        return data
+    return raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
+
+
+def nesting_exceeds(value: Any, limit: int, budget: int | None = None) -> bool | None:
+    """Whether a parsed JSON value nests lists and dicts deeper than `limit` (a container
+    holding no container is one level: the depth `json_depth_exceeds` counts in its text).
+    Iterative; it visits each container's values once. None when the value holds more than
+    `budget` containers below its top (no answer)."""
+    if type(value) is not dict and type(value) is not list:
+        return False
+    left = -1 if budget is None else budget  # containers it may still take on
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > limit:
+            return True
+        for x in v.values() if type(v) is dict else v:
+            if type(x) is dict or type(x) is list:
+                if left == 0:
+                    return None
+                left -= 1
+                stack.append((x, depth + 1))
+    return False
 
 
 def json_depth_exceeds(raw: bytes, limit: int) -> bool:
