@@ -41,7 +41,7 @@ def _extract_json_object(text: str) -> Any:
         raise EstimatorReplyError("the reply contains no JSON object")
     try:
         obj, _ = json.JSONDecoder().raw_decode(text[start:])
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # not JSON, too deep, or a 5,000-digit number
         raise EstimatorReplyError(f"the reply is not valid JSON: {exc}") from None
     return obj
 

@@ -70,7 +70,7 @@ def parse_body(raw: bytes) -> Any:
         return loads_bounded(text, MAX_JSON_DEPTH, raw)
     except TooDeep as exc:
         raise too_deep from exc
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # not JSON, or refused by json.loads (an integer of 5,000 digits)
         raise BadRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
 
 
