@@ -50,3 +50,30 @@ class DictArchive:
         aid = artifact_id_for(text)
         self.data[aid] = text
         return aid
+
+
+def claude_code_assistant(
+    mid: str, block: dict, *, read: int, uuid: str, session: str, timestamp: str
+) -> dict:
+    """A Claude Code assistant line (one content block of API call `mid`), whose usage
+    is 3 new tokens, 100 written to the 5-minute cache and `read` read from it."""
+    usage = {
+        "input_tokens": 3,
+        "cache_creation_input_tokens": 100,
+        "cache_read_input_tokens": read,
+        "output_tokens": 5,
+        "cache_creation": {"ephemeral_5m_input_tokens": 100},
+    }
+    return {
+        "type": "assistant",
+        "uuid": uuid,
+        "sessionId": session,
+        "timestamp": timestamp,
+        "message": {
+            "id": mid,
+            "model": "claude-opus-4-6",
+            "role": "assistant",
+            "content": [block],
+            "usage": usage,
+        },
+    }

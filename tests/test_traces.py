@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from builders import claude_code_assistant
 from conftest import shared_path
 
 from tokenpilot.measure import traces
@@ -257,26 +258,9 @@ def test_openai_chat_jsonl_requests_are_stitched(tmp_path: Path) -> None:
 
 def test_claude_code_merges_streamed_lines_and_restarts_after_compaction(tmp_path: Path) -> None:
     def asst(mid: str, block: dict, read: int) -> dict:
-        usage = {
-            "input_tokens": 3,
-            "cache_creation_input_tokens": 100,
-            "cache_read_input_tokens": read,
-            "output_tokens": 5,
-            "cache_creation": {"ephemeral_5m_input_tokens": 100},
-        }
-        return {
-            "type": "assistant",
-            "uuid": mid + str(read),
-            "sessionId": "sess",
-            "timestamp": "2026-02-11T20:00:00Z",
-            "message": {
-                "id": mid,
-                "model": "claude-opus-4-6",
-                "role": "assistant",
-                "content": [block],
-                "usage": usage,
-            },
-        }
+        return claude_code_assistant(
+            mid, block, read=read, uuid=mid + str(read), session="sess", timestamp="2026-02-11T20:00:00Z"
+        )
 
     def result(tid: str) -> dict:
         return {

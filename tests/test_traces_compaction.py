@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from builders import claude_code_assistant
 from conftest import shared_path
 
 from tokenpilot.measure import traces
@@ -21,26 +22,7 @@ SID = "sess-1"
 
 
 def _asst(mid: str, block: dict[str, Any], ts: str, *, read: int = 1000, agent: str | None = None) -> dict:
-    usage = {
-        "input_tokens": 3,
-        "cache_creation_input_tokens": 100,
-        "cache_read_input_tokens": read,
-        "output_tokens": 5,
-        "cache_creation": {"ephemeral_5m_input_tokens": 100},
-    }
-    rec = {
-        "type": "assistant",
-        "uuid": mid,
-        "sessionId": SID,
-        "timestamp": ts,
-        "message": {
-            "id": mid,
-            "model": "claude-opus-4-6",
-            "role": "assistant",
-            "content": [block],
-            "usage": usage,
-        },
-    }
+    rec = claude_code_assistant(mid, block, read=read, uuid=mid, session=SID, timestamp=ts)
     if agent:
         rec["agentId"] = agent
     return rec
