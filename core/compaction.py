@@ -39,11 +39,18 @@ COMPACTION_MARKERS: tuple[str, ...] = (
 
 
 def is_compaction_request(history: Sequence[Any], markers: Sequence[str]) -> bool:
-    """The last message is a user message whose text starts with one of `markers`."""
+    """The last message is a user message whose text, or one of whose text parts, starts
+    with one of `markers`. (Through the Messages API Claude Code sends the request as the
+    last text block of a user message that may open with hook reminders and tool results.)"""
     if not markers or not history:
         return False
     last = history[-1]
     if not isinstance(last, Mapping) or last.get("role") != "user":
         return False
-    text = content_text(last.get("content")).lstrip()
-    return any(text.startswith(m) for m in markers if m)
+    content = last.get("content")
+    parts = content if isinstance(content, list) else [content]
+    for part in parts:
+        text = content_text([part] if isinstance(part, Mapping) else part).lstrip()
+        if any(m and text.startswith(m) for m in markers):
+            return True
+    return False

@@ -121,3 +121,32 @@ def test_a_codex_compaction_request_is_recognised_through_the_responses_conversi
     messages, _ = to_core(body)
     assert is_compaction_request(messages, COMPACTION_MARKERS)
     assert not is_compaction_request(messages[:-1], COMPACTION_MARKERS)
+
+
+def test_a_claude_code_compaction_request_is_recognised_through_the_messages_conversion() -> None:
+    """Claude Code sends the request as the last text block of a user message that opens
+    with tool results and hook reminders."""
+    from tokenpilot.messages import from_anthropic
+
+    messages = [
+        {"role": "user", "content": "fix a.py"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Edit", "input": {"file_path": "a.py"}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "The file a.py has been updated."},
+                {
+                    "type": "text",
+                    "text": "<system-reminder>\nPostToolUse:Edit hook additional context: ok\n</system-reminder>",
+                },
+                {"type": "text", "text": REQUEST},
+            ],
+        },
+    ]
+    core, _ = from_anthropic(messages, "You are Claude Code.")
+    assert is_compaction_request(core, COMPACTION_MARKERS)
+    core[-1]["content"] = core[-1]["content"][:1]  # the reminder alone
+    assert not is_compaction_request(core, COMPACTION_MARKERS)
