@@ -398,60 +398,95 @@ def evictable_bundles(
 
     Only turns before `upto` are read, so the answer for a batch never depends on
     what comes after it (the same history prefix gives the same plan, I2).
+
+    One pass from the last turn back, with what the later turns did indexed as it goes
+    (by file name, `_file_key`), so a batch costs about the turns it reads rather than
+    their square: a session of thousands of turns is planned as cheaply per turn as a
+    short one.
     """
     n = len(records) if upto is None else min(upto, len(records))
     if not rules.enabled or n == 0:
         return {}
     recs = records[:n]
     last_use = last_uses(recs)
+    later = _Later()
     out: dict[int, str] = {}
-    for i, r in enumerate(recs):
-        if not r.has_calls or n - 1 - i < rules.min_age_turns:
-            continue
-        later = recs[i + 1 :]
-        reason = None
-        if rules.superseded_reads and r.kind == "read" and r.paths:
-            reason = _superseded_read(r, later, rules)
-        if reason is None and rules.superseded_commands and r.kind in ("command", "search"):
-            if any(o.call_key == r.call_key and not o.repeat for o in later):
-                reason = "superseded command: the same call ran again later"
-        if reason is None and rules.consumed_listings and r.kind == "search" and r.hits:
-            reason = _consumed(r, i, recs, last_use)
-        if (
-            reason is None
-            and rules.stale_after_turns is not None
-            and r.tokens >= rules.stale_min_tokens
-            and n - 1 - last_use[i] >= rules.stale_after_turns
-        ):
-            reason = f"stale output: not used for {n - 1 - last_use[i]} turns"
-        if reason is not None:
-            out[i] = reason
-    return out
+    for i in range(n - 1, -1, -1):
+        r = recs[i]
+        if r.has_calls and n - 1 - i >= rules.min_age_turns:
+            reason = None
+            if rules.superseded_reads and r.kind == "read" and r.paths:
+                reason = later.supersedes_read(r, rules)
+            if reason is None and rules.superseded_commands and r.kind in ("command", "search"):
+                if r.call_key in later.calls:
+                    reason = "superseded command: the same call ran again later"
+            if reason is None and rules.consumed_listings and r.kind == "search" and r.hits:
+                reason = later.consumes(r, i, last_use)
+            if (
+                reason is None
+                and rules.stale_after_turns is not None
+                and r.tokens >= rules.stale_min_tokens
+                and n - 1 - last_use[i] >= rules.stale_after_turns
+            ):
+                reason = f"stale output: not used for {n - 1 - last_use[i]} turns"
+            if reason is not None:
+                out[i] = reason
+        later.add(r)
+    return dict(sorted(out.items()))
 
 
-def _superseded_read(r: BundleRecord, later: Sequence[BundleRecord], rules: SegmentRules) -> str | None:
-    for path in r.paths:
-        for o in later:
-            if not any(_same_file(path, p) for p in o.paths) or o.failed or o.repeat:
+def _file_key(path: str) -> str:
+    """A key two spellings of one file share (`_same_file(a, b)` implies equal keys): the
+    last component, with the leading dots and slashes `_same_file` strips."""
+    return path.rsplit("/", 1)[-1].lstrip("./")
+
+
+class _Later:
+    """What the turns after the one being judged did, indexed for the segment rules."""
+
+    __slots__ = ("any_opened", "calls", "files", "named", "opened")
+
+    def __init__(self) -> None:
+        self.calls: set[str] = set()  # call keys of later turns that point at no earlier copy
+        # file key -> (path, kind, whole read, call key) of the later reads, writes and
+        # edits that neither failed nor repeat an earlier copy: what may supersede a read
+        self.files: dict[str, list[tuple[str, str, bool, str]]] = {}
+        self.opened: dict[str, list[str]] = {}  # file key -> paths later reads, edits, writes named
+        self.any_opened = False
+        self.named: set[str] = set()  # references the later turns used
+
+    def add(self, o: BundleRecord) -> None:
+        if not o.repeat:
+            self.calls.add(o.call_key)
+        if o.kind in ("read", "edit", "write"):
+            for p in o.paths:
+                key = _file_key(p)
+                self.opened.setdefault(key, []).append(p)
+                self.any_opened = True
+                if not o.failed and not o.repeat:
+                    self.files.setdefault(key, []).append((p, o.kind, o.whole_read, o.call_key))
+        self.named.update(o.uses)
+
+    def supersedes_read(self, r: BundleRecord, rules: SegmentRules) -> str | None:
+        for path in r.paths:
+            for p, kind, whole, call_key in self.files.get(_file_key(path), ()):
+                if not _same_file(path, p):
+                    continue
+                if kind == "read" and (whole or call_key == r.call_key):
+                    break
+                if kind == "write" or (kind == "edit" and rules.edit_supersedes_read):
+                    break
+            else:
+                return None  # this path is not read or written again: the read still stands
+        return "superseded read: the file was read or written again later"
+
+    def consumes(self, r: BundleRecord, i: int, last_use: Sequence[int]) -> str | None:
+        """Every hit the agent named later was opened later (its content lives there now)."""
+        for hit in r.hits:
+            if any(_same_file(hit, p) for p in self.opened.get(_file_key(hit), ())):
                 continue
-            if o.kind == "read" and (o.whole_read or o.call_key == r.call_key):
-                break
-            if o.kind == "write" or (o.kind == "edit" and rules.edit_supersedes_read):
-                break
-        else:
-            return None  # this path is not read or written again: the read still stands
-    return "superseded read: the file was read or written again later"
-
-
-def _consumed(r: BundleRecord, i: int, recs: Sequence[BundleRecord], last_use: Sequence[int]) -> str | None:
-    """Every hit the agent named later was opened later (its content lives there now)."""
-    opened = {p for o in recs[i + 1 :] if o.kind in ("read", "edit", "write") for p in o.paths}
-    named = set().union(*(o.uses for o in recs[i + 1 :])) if len(recs) > i + 1 else set()
-    for hit in r.hits:
-        if any(_same_file(hit, p) for p in opened):
-            continue
-        if hit in named:
-            return None  # named later but never opened: the listing is still the source
-    if last_use[i] > i and not opened:
-        return None
-    return "consumed listing: its hits were opened later or never named again"
+            if hit in self.named:
+                return None  # named later but never opened: the listing is still the source
+        if last_use[i] > i and not self.any_opened:
+            return None
+        return "consumed listing: its hits were opened later or never named again"
