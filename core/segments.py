@@ -422,17 +422,21 @@ def evictable_bundles(
                     reason = "superseded command: the same call ran again later"
             if reason is None and rules.consumed_listings and r.kind == "search" and r.hits:
                 reason = later.consumes(r, i, last_use)
-            if (
-                reason is None
-                and rules.stale_after_turns is not None
-                and r.tokens >= rules.stale_min_tokens
-                and n - 1 - last_use[i] >= rules.stale_after_turns
-            ):
-                reason = f"stale output: not used for {n - 1 - last_use[i]} turns"
+            if reason is None:
+                reason = stale(r, n - 1 - last_use[i], rules)
             if reason is not None:
                 out[i] = reason
         later.add(r)
     return dict(sorted(out.items()))
+
+
+def stale(r: BundleRecord, unused_turns: int, rules: SegmentRules) -> str | None:
+    """The stale-output rule: a result large enough, unused for `stale_after_turns` turns."""
+    if rules.stale_after_turns is None or r.tokens < rules.stale_min_tokens:
+        return None
+    if unused_turns < rules.stale_after_turns:
+        return None
+    return f"stale output: not used for {unused_turns} turns"
 
 
 def _file_key(path: str) -> str:

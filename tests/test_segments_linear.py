@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenpilot.segments import BundleRecord, SegmentRules, _same_file, evictable_bundles, last_uses
+from tokenpilot.segments import BundleRecord, SegmentRules, _same_file, evictable_bundles, last_uses, stale
 
 PATHS = [
     "a.py",
@@ -69,13 +69,8 @@ def _reference(records: Sequence[BundleRecord], rules: SegmentRules, upto: int |
                     break
             if reason is not None and last_use[i] > i and not opened:
                 reason = None
-        if (
-            reason is None
-            and rules.stale_after_turns is not None
-            and r.tokens >= rules.stale_min_tokens
-            and n - 1 - last_use[i] >= rules.stale_after_turns
-        ):
-            reason = f"stale output: not used for {n - 1 - last_use[i]} turns"
+        if reason is None:
+            reason = stale(r, n - 1 - last_use[i], rules)  # unchanged by the backward pass
         if reason is not None:
             out[i] = reason
     return out
