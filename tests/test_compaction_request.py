@@ -3,6 +3,8 @@ rendered with nothing evicted: the summary is all the agent keeps afterwards."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import shared_path
 from strategies import TOOLS
@@ -150,3 +152,30 @@ def test_a_claude_code_compaction_request_is_recognised_through_the_messages_con
     assert is_compaction_request(core, COMPACTION_MARKERS)
     core[-1]["content"] = core[-1]["content"][:1]  # the reminder alone
     assert not is_compaction_request(core, COMPACTION_MARKERS)
+
+
+def test_a_compaction_request_through_the_messages_wire_renders_every_evicted_page() -> None:
+    """The Anthropic path end to end (to the upstream body, without HTTP): after T2's pages
+    were evicted, Claude Code's compaction request (a user message whose last text block
+    is the request, after a hook reminder) gets a body with every page, valid pairing and
+    at most 4 cache breakpoints."""
+    from tokenpilot.messages import to_anthropic
+    from tokenpilot_openclaw.proxy.anthropic_render import breakpoints, pairing_errors, render
+    from tokenpilot_openclaw.proxy.anthropic_wire import to_core
+
+    tp, _, msgs = _evicted_then_compacted(Config())
+    body = to_anthropic(msgs, TOOLS)
+    body["messages"].append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "<system-reminder>\nPostToolUse hook: ok\n</system-reminder>"},
+                {"type": "text", "text": REQUEST},
+            ],
+        }
+    )
+    history, tools = to_core(body)
+    out = render(tp.prepare(history, tools, session_id="s"))
+    text = json.dumps(out["messages"], ensure_ascii=False)
+    assert all(f"{c} hourly" in text for c in CITIES)
+    assert pairing_errors(out["messages"]) == [] and 1 <= breakpoints(out) <= 4
