@@ -42,6 +42,7 @@ the settings `lifecycle_config.py`.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -161,6 +162,14 @@ class Lifecycle:
     @stats.setter
     def stats(self, value: dict[str, Any]) -> None:
         self._plan.stats = value
+
+    def stats_copy(self) -> dict[str, Any]:
+        """The statistics as a copy the caller may change: the state keeps its own (its
+        gate decisions are sealed for the journal, which reuses them by identity)."""
+        with self._lock:
+            stats = dict(self.stats)
+            stats["gate_decisions"] = [dict(d) for d in stats["gate_decisions"]]  # plain, not sealed
+            return copy.deepcopy(stats)
 
     # -- observing -----------------------------------------------------------
     def observe(self, messages: Sequence[Message]) -> None:

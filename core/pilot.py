@@ -13,6 +13,7 @@ from the first call.
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import threading
@@ -362,7 +363,10 @@ class TokenPilot:
         s = self._sessions.get(session_id)
         if s is None or s.lifecycle is None:
             return {}
-        return {**s.lifecycle.stats, **s.elisions.stats()}  # the caller's elisions, batched
+        # a copy the caller may change (a custom lifecycle may have no `stats_copy`)
+        copy_of = getattr(s.lifecycle, "stats_copy", None)
+        stats = copy_of() if copy_of is not None else copy.deepcopy(dict(s.lifecycle.stats))
+        return {**stats, **s.elisions.stats()}  # the caller's elisions, batched
 
     # -- a tool output before the host stores it ----------------------------------
     def reduce_tool_output(
