@@ -37,12 +37,15 @@ def check_depth(value: Any, limit: int, index: int | None, what: str = "") -> No
         )
 
 
-def nesting_exceeds(value: Any, limit: int) -> bool:
+def nesting_exceeds(value: Any, limit: int, budget: int | None = None) -> bool | None:
     """Is `value` nested deeper than `limit` levels? Iterative; stops at the first level too deep.
 
     Parsed JSON is dicts, lists and strings: those are told by their exact type first, and
     only anything else goes through the `Mapping` check (an ABC check, the slowest part of
-    walking a request's tools and messages on every call)."""
+    walking a request's tools and messages on every call). With a `budget`, None (no
+    answer) once the value holds more than that many containers below its top: the proxy
+    then asks the byte-level check of its text instead (`wire.loads_bounded`)."""
+    left = -1 if budget is None else budget  # containers it may still take on (-1: no bound)
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
@@ -66,5 +69,8 @@ def nesting_exceeds(value: Any, limit: int) -> bool:
             if kind is str:
                 continue
             if kind is dict or kind is list or kind is tuple or isinstance(child, Mapping | list | tuple):
+                if left == 0:
+                    return None
+                left -= 1
                 stack.append((child, depth + 1))
     return False

@@ -16,6 +16,7 @@ from typing import Any
 
 from tokenpilot import Prepared
 from tokenpilot.errors import MessageError
+from tokenpilot.limits import nesting_exceeds
 from tokenpilot.messages import check_messages, content_text
 
 PER_CALL_MARKERS = ("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>",)
@@ -117,28 +118,6 @@ def _utf8(raw: bytes | str, data: bytes | None) -> bytes:
     if data is not None:
         return data
     return raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
-
-
-def nesting_exceeds(value: Any, limit: int, budget: int | None = None) -> bool | None:
-    """Whether a parsed JSON value nests lists and dicts deeper than `limit` (a container
-    holding no container is one level: the depth `json_depth_exceeds` counts in its text).
-    Iterative; it visits each container's values once. None when the value holds more than
-    `budget` containers below its top (no answer)."""
-    if type(value) is not dict and type(value) is not list:
-        return False
-    left = -1 if budget is None else budget  # containers it may still take on
-    stack = [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        if depth > limit:
-            return True
-        for x in v.values() if type(v) is dict else v:
-            if type(x) is dict or type(x) is list:
-                if left == 0:
-                    return None
-                left -= 1
-                stack.append((x, depth + 1))
-    return False
 
 
 def json_depth_exceeds(raw: bytes, limit: int) -> bool:
