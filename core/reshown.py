@@ -7,7 +7,8 @@ more lines of an earlier output of the same session. The later copy adds nothing
 model cannot see above it, and costs its tokens on every later call. At ingestion such
 a run becomes one marker line that names the earlier output and the lines of it that
 hold the run. Nothing is stored: the lines are in the context. When that earlier output
-is evicted later, they are in the eviction's archive, which its stub names.
+is evicted later while the fold stays, the fold is rendered with those lines
+(`reshown_moves`).
 
 `ShownLines` is the state: the lines of the outputs the context shows, in message
 order, derived only from the frozen history (so every process that ingests the same
@@ -150,8 +151,9 @@ def reshown_marker(n: int, label: str, first: int) -> str:
 def fold_reshown(text: str, shown: ShownLines) -> str | None:
     """`text` (an output as it would be frozen, reduced or not) with every run of
     `MIN_RUN_LINES`+ lines that an earlier output still shown holds verbatim replaced by
-    one marker line naming that output and its lines; None when no run pays off. Nothing is stored: the lines are in the context, in the output
-    named (and when that output is evicted later, in its recallable archive)."""
+    one marker line naming that output and its lines; None when no run pays off. Nothing
+    is stored: the lines are in the context, in the output named (and when that output is
+    evicted later, in the lines an eviction moves into the fold, `reshown_moves`)."""
     if not shown.blocks:
         return None
     lines = original_lines(text)

@@ -454,8 +454,8 @@ class _Later:
         self.calls: set[str] = set()  # call keys of later turns that point at no earlier copy
         # file key -> (path, kind, whole read, call key) of the later reads, writes and
         # edits that neither failed nor repeat an earlier copy: what may supersede a read
-        self.files: dict[str, list[tuple[str, str, bool, str]]] = {}
-        self.opened: dict[str, list[str]] = {}  # file key -> paths later reads, edits, writes named
+        self.files: dict[str, set[tuple[str, str, bool, str]]] = {}
+        self.opened: dict[str, set[str]] = {}  # file key -> paths later reads, edits, writes named
         self.any_opened = False
         self.named: set[str] = set()  # references the later turns used
 
@@ -465,10 +465,10 @@ class _Later:
         if o.kind in ("read", "edit", "write"):
             for p in o.paths:
                 key = _file_key(p)
-                self.opened.setdefault(key, []).append(p)
+                self.opened.setdefault(key, set()).add(p)
                 self.any_opened = True
                 if not o.failed and not o.repeat:
-                    self.files.setdefault(key, []).append((p, o.kind, o.whole_read, o.call_key))
+                    self.files.setdefault(key, set()).add((p, o.kind, o.whole_read, o.call_key))
         self.named.update(o.uses)
 
     def supersedes_read(self, r: BundleRecord, rules: SegmentRules) -> str | None:
