@@ -179,3 +179,21 @@ def test_a_compaction_request_through_the_messages_wire_renders_every_evicted_pa
     text = json.dumps(out["messages"], ensure_ascii=False)
     assert all(f"{c} hourly" in text for c in CITIES)
     assert pairing_errors(out["messages"]) == [] and 1 <= breakpoints(out) <= 4
+
+
+def test_doctor_reports_a_compaction_break_as_deliberate() -> None:
+    """The proxy's break diagnosis calls the two compaction causes "compaction", and the
+    doctor's check counts that as deliberate, like an eviction, not as a warning."""
+    from tokenpilot_openclaw.proxy.breaks import diagnose
+    from tokenpilot_openclaw.proxy_checks import OK, WARN, break_check
+
+    prev = [
+        {"role": "user", "content": "a"},
+        {"role": "tool", "tool_call_id": "1", "content": "[tokenpilot: evicted"},
+    ]
+    cur = [{"role": "user", "content": "a"}, {"role": "tool", "tool_call_id": "1", "content": "the page"}]
+    for cause in (SHOWN_CAUSE, ENDED_CAUSE):
+        rec = diagnose(cause, prev, cur, at=1, prev_tools=[], tools=[])
+        assert rec["likely"] == "compaction"
+        assert break_check("s", {**rec, "call": 3}).status == OK
+    assert break_check("s", {"likely": "history rewritten"}).status == WARN

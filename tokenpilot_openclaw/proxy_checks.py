@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .proxy.breaks import DELIBERATE
 from .proxy.sessions import StateDir, summarize
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
@@ -269,7 +270,7 @@ def break_check(sid: str, b: Mapping[str, Any]) -> Check:
             f"first differing message #{b.get('index', '?')} ({b.get('role', '?')}): "
             f"{b.get('before', '')!r} -> {b.get('after', '')!r}"
         )
-    status = OK if likely == "eviction" else WARN
+    status = OK if likely in DELIBERATE else WARN
     return Check(
         status,
         f"prefix break in {sid} at call {b.get('call', '?')}",

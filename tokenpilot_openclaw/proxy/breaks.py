@@ -43,6 +43,10 @@ VOLATILE = re.compile(
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 _MARKER_KEYS = frozenset({"cache_control"})
 
+# The likely causes TokenPilot chose itself: a break then is the price of a smaller prompt
+# (an eviction) or of a whole history for the caller's summary (a compaction request).
+DELIBERATE = frozenset({"eviction", "compaction"})
+
 FIXES: dict[str, str] = {
     "volatile value": (
         "a value that changes by itself (date, time, id) sits in the cached prefix: move it to the "
