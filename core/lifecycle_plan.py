@@ -236,7 +236,7 @@ class Planner:
             )
 
         # Plan with content ids first; archive for real only what the gate lets through.
-        plan = plan_with(artifact_id_for if self.config.cost_gate else self.archive)
+        plan = plan_with(artifact_id_for) if self.config.cost_gate else self._archived(plan_with)
         if not plan.segments:
             return revived
         if self.config.cost_gate:
@@ -248,7 +248,7 @@ class Planner:
                 return revived
             # A revival breaks the cache from its segment on anyway: what the gate deferred
             # after that point goes in the same pass, for free.
-            plan = plan_with(self.archive, cut if decision.evict else revived or 0)
+            plan = self._archived(plan_with, cut if decision.evict else revived or 0)
             if not plan.segments:
                 return revived
         counts = self._tokens.counts(messages)
@@ -267,6 +267,26 @@ class Planner:
                 rule = rule_of(reason)
                 self.stats["bundle_reasons"][rule] = self.stats["bundle_reasons"].get(rule, 0) + 1
         return revived
+
+    def _archived(self, plan_with: Callable[..., EvictionPlan], from_index: int = 0) -> EvictionPlan:
+        """`plan_with(archive, from_index)` with its segments archived. Where the archive
+        takes many at once (`SessionArchive.many`), the plan is made with content ids and
+        all its archives written in one store write, before anything refers to them; when
+        the store answers other ids, it is planned again one archive at a time."""
+        many = getattr(self.archive, "many", None)
+        if many is None:
+            return plan_with(self.archive, from_index)
+        texts: dict[str, str] = {}
+
+        def collect(text: str) -> str:
+            aid = artifact_id_for(text)
+            texts.setdefault(aid, text)
+            return aid
+
+        plan = plan_with(collect, from_index)
+        if texts and list(many(list(texts.values()))) != list(texts):
+            return plan_with(self.archive, from_index)
+        return plan
 
     def _named_turns(self, messages: Sequence[Message], turns: Sequence[Turn]) -> set[int]:
         """Turn indices whose file later words name (`segments.named_in_words`); they stay."""

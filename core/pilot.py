@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ._canonical import canonical_json, sha256_hex
+from .archive import SessionArchive
 from .artifacts import RecallResult
 from .compaction import is_compaction_request
 from .config import Config
@@ -186,9 +187,7 @@ class TokenPilot:
                 if self.lifecycle_config is not None and self.lifecycle_config.batch_turns:
                     s.elisions.batch_calls = self.lifecycle_config.batch_turns  # the same B
                 if self.lifecycle_factory is not None:
-                    s.lifecycle = self.lifecycle_factory(
-                        session_id, lambda text: self.store.put(session_id, text)
-                    )
+                    s.lifecycle = self.lifecycle_factory(session_id, SessionArchive(self.store, session_id))
                     if hasattr(s.lifecycle, "deliver"):
                         s.lifecycle.deliver = functools.partial(self._deliver_estimate, session_id)
                 try:

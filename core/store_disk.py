@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,13 @@ class DiskStore:
     # -- artifacts: delegated ---------------------------------------------------
     def put(self, session_id: str, data: str | bytes) -> str:
         return self.artifacts.put(session_id, data)
+
+    def put_many(self, session_id: str, items: Sequence[str | bytes]) -> list[str]:
+        """`put` for each item in one write (`ArtifactStore.put_many`); one `put` each when
+        a subclass overrides `put` or the artifacts' class has no `put_many`."""
+        if type(self).put is not DiskStore.put or getattr(type(self.artifacts), "put_many", None) is None:
+            return [self.put(session_id, d) for d in items]
+        return self.artifacts.put_many(session_id, items)
 
     def get_bytes(self, session_id: str, artifact_id: str) -> bytes:
         return self.artifacts.get_bytes(session_id, artifact_id)

@@ -20,6 +20,27 @@ end
 return {added, 0}
 """
 
+# PUT for several artifacts of one session at once (an eviction's archives: one round
+# trip). KEYS: the session's id set, lease, then one key per artifact. ARGV: now, seconds
+# between lease refreshes, then the bytes and id of each artifact, in KEYS' order.
+# Returns {bytes added, 1 when the lease was refreshed}.
+PUT_MANY = """
+local added = 0
+for i = 3, #KEYS do
+  local j = 3 + (i - 3) * 2
+  if redis.call('SET', KEYS[i], ARGV[j], 'NX') then
+    redis.call('SADD', KEYS[1], ARGV[j + 1])
+    added = added + string.len(ARGV[j])
+  end
+end
+local last = tonumber(redis.call('GET', KEYS[2]) or '-1')
+if last < 0 or (last > 0 and tonumber(ARGV[1]) - last > tonumber(ARGV[2])) then
+  redis.call('SET', KEYS[2], ARGV[1])
+  return {added, 1}
+end
+return {added, 0}
+"""
+
 # KEYS: head, chunks, lease[, the old layout's state hash]. ARGV: head JSON, expected
 # version ('' for any), now, then digest/chunk pairs. Returns {new version, chunks held},
 # or {-(current + 1)} when `expect` is not the current version (nothing written).
