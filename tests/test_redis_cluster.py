@@ -174,6 +174,8 @@ def test_every_key_of_a_session_is_in_the_slot_of_its_hash_tag(cluster):
     sessions = [f"session-{n}" for n in range(12)]
     for sid in sessions:
         store.put(sid, f"the original of {sid}\n" * 50)
+        many = [f"segment {k} of {sid}\n" for k in range(70)]  # an eviction's archives: two scripts
+        assert [store.get(sid, aid) for aid in store.put_many(sid, many)] == many
         store.save_state(sid, state(5, sid), expect=0)
         with store.session_lock(sid):
             pass
