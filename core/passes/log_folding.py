@@ -44,6 +44,9 @@ _HEX = re.compile(r"\b(?:0x)?[0-9a-fA-F]{6,}\b")
 # matches: the lookbehind after the first digit is the leading `\b` (a hex digit is a word
 # character), and `(?<=0)x` is the optional `0x` (tests/test_speed_log_folding.py).
 _HEX_FAST = re.compile(r"[0-9a-fA-F](?<!\w[0-9a-fA-F])(?:(?<=0)x[0-9a-fA-F]{6,}|[0-9a-fA-F]{5,})\b")
+# The same on ASCII text, where `\w` and `\b` mean what they mean in Unicode mode; `re`
+# checks word characters faster in ASCII mode (~15% on a log).
+_HEX_FAST_ASCII = re.compile(_HEX_FAST.pattern, re.ASCII)
 _DIGITS = re.compile(r"\d+")
 # A line that reports something wrong: kept whole, wherever it is.
 _PROBLEM = re.compile(
@@ -78,7 +81,7 @@ def alike_keys(text: str) -> list[str]:
     `alike_key` makes it, at a fraction of the per-line cost."""
     if _CLOCK.search(text):
         text = _TIMESTAMP.sub("T", text)
-    masked = _masked_digits(_HEX_FAST.sub("H", text))
+    masked = _masked_digits((_HEX_FAST_ASCII if text.isascii() else _HEX_FAST).sub("H", text))
     return [ln.rstrip() for ln in masked.splitlines()]
 
 
@@ -113,9 +116,29 @@ def _problem_lines(text: str, lines: list[str]) -> list[bool]:
     return keep
 
 
-def _protected(text: str, lines: list[str], summary_lines: int) -> list[bool]:
-    """Which lines must stay verbatim: problems, tracebacks, the closing summary."""
-    keep = _problem_lines(text, lines)
+def _problem_lines_by_key(text: str, lines: list[str], keys: list[str]) -> list[bool]:
+    """`_problem_lines(text, lines)`, scanning each distinct alike key once. No mask can
+    touch a problem word (they hold no digit, no "h", never a whole hex word, and a
+    timestamp holds no letter a word could share), so a line whose key names no problem
+    names none itself; only the lines whose key names one are scanned again, as they are."""
+    uniq = list(dict.fromkeys(keys))
+    if 2 * len(uniq) > len(lines):  # mostly distinct lines: scanning keys saves nothing
+        return _problem_lines(text, lines)
+    key_lines = [k + "\n" for k in uniq]
+    named = {k for k, hit in zip(uniq, _problem_lines("".join(key_lines), key_lines)) if hit}
+    keep = [False] * len(lines)
+    suspects = [i for i, k in enumerate(keys) if k in named]
+    if suspects:
+        raw = [lines[i] for i in suspects]
+        for i, hit in zip(suspects, _problem_lines("".join(raw), raw)):
+            keep[i] = hit
+    return keep
+
+
+def _protected(text: str, lines: list[str], summary_lines: int, keys: list[str] | None = None) -> list[bool]:
+    """Which lines must stay verbatim: problems, tracebacks, the closing summary. `keys`:
+    the lines' alike keys, when known (the problem scan then reads each distinct one once)."""
+    keep = _problem_lines(text, lines) if keys is None else _problem_lines_by_key(text, lines, keys)
     # a traceback starts at one of its two markers: without either, no line starts one
     i = 0 if "Traceback (most recent call last)" in text or 'File "' in text else len(lines)
     while i < len(lines):
@@ -169,7 +192,8 @@ class LogFolding:
         lines = original_lines(text)
         if len(lines) < min(self.min_run, max(self.min_block, 2)):
             return text
-        keep = _protected(text, lines, self.summary_lines)
+        keys = alike_keys(text)
+        keep = _protected(text, lines, self.summary_lines, keys)
         summary = [False] * max(0, len(lines) - self.summary_lines)
         summary += [True] * (len(lines) - len(summary))
         cuts = self._repeated_blocks(lines, summary) if self.min_block else []
@@ -177,7 +201,6 @@ class LogFolding:
         for start, end, _ in cuts:
             for k in range(start, end):
                 taken[k] = True
-        keys = alike_keys(text)
         head, tail = max(0, self.keep_head), max(0, self.keep_tail)
         i = 0
         while i < len(lines):
