@@ -17,9 +17,12 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
+from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_from_env
 from yarl import URL
 
 # Request headers worth passing on: routing and account selection, never hop-by-hop.
@@ -63,6 +66,46 @@ def redact_url(url: str) -> str:
     return str(u.with_password("***")) if u.password else url
 
 
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How requests reach the upstream, from the environment: what aiohttp's `trust_env`
+    would read again on every request (two worker-thread hops each: the proxy variables
+    and ~/.netrc), read once when the client opens."""
+
+    proxy: URL | None = None
+    """`HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` for the upstream's scheme, unless `NO_PROXY` exempts its host."""
+    proxy_auth: aiohttp.BasicAuth | None = field(default=None, repr=False)
+    """The proxy's login: from its URL, else from ~/.netrc (`NETRC`) for the proxy's host."""
+    netrc_auth: aiohttp.BasicAuth | None = field(default=None, repr=False)
+    """~/.netrc's login for the upstream's host: used when no `Authorization` header goes."""
+
+    @classmethod
+    def from_environment(cls, base_url: str) -> Route:
+        url = URL(base_url)
+        proxy: URL | None = None
+        proxy_auth: aiohttp.BasicAuth | None = None
+        netrc_auth: aiohttp.BasicAuth | None = None
+        with suppress(LookupError):
+            proxy, proxy_auth = get_env_proxy_for_url(url)
+        logins = netrc_from_env()
+        if proxy is not None and proxy_auth is None and proxy.host:
+            with suppress(LookupError):
+                proxy_auth = basicauth_from_netrc(logins, proxy.host)
+        if url.host:
+            with suppress(LookupError):
+                netrc_auth = basicauth_from_netrc(logins, url.host)
+        return cls(proxy, proxy_auth, netrc_auth)
+
+    def options(self, headers: Mapping[str, str]) -> dict[str, Any]:
+        """The request's keyword arguments for this route."""
+        out: dict[str, Any] = {}
+        if self.proxy is not None:
+            out["proxy"], out["proxy_auth"] = self.proxy, self.proxy_auth
+        if self.netrc_auth is not None and not any(k.lower() == "authorization" for k in headers):
+            out["auth"] = self.netrc_auth
+        return out
+
+
 class UpstreamError(Exception):
     """The upstream could not be asked or did not answer."""
 
@@ -85,14 +128,16 @@ class Upstream:
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 300.0
     _session: aiohttp.ClientSession | None = None
+    _route: Route = field(default_factory=Route)
 
     async def open(self) -> None:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self.connect_timeout_s, sock_read=self.read_timeout_s
         )
-        self._session = aiohttp.ClientSession(
-            timeout=timeout, connector=aiohttp.TCPConnector(limit=0), trust_env=True
-        )
+        # The environment's proxy and logins are read here, once, and passed with each
+        # request: `trust_env=True` would read them again per request, off the event loop.
+        self._route = await asyncio.to_thread(Route.from_environment, self.base_url)
+        self._session = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0))
 
     async def close(self) -> None:
         if self._session is not None:
@@ -122,7 +167,9 @@ class Upstream:
         if self._session is None:
             raise UpstreamUnreachable("the upstream client is closed")
         try:
-            return await self._session.request(method, self.url(path), data=data, headers=dict(headers))
+            return await self._session.request(
+                method, self.url(path), data=data, headers=dict(headers), **self._route.options(headers)
+            )
         except asyncio.TimeoutError as exc:
             raise UpstreamTimeout(
                 f"no response from {self.base_url} within {self.read_timeout_s:g} s"
