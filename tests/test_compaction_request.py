@@ -197,3 +197,32 @@ def test_doctor_reports_a_compaction_break_as_deliberate() -> None:
         assert rec["likely"] == "compaction"
         assert break_check("s", {**rec, "call": 3}).status == OK
     assert break_check("s", {"likely": "history rewritten"}).status == WARN
+
+
+def test_openclaws_compaction_needs_no_marker_its_history_arrives_as_user_text() -> None:
+    """OpenClaw's agent (pi) compacts with a request of its own: the history it keeps (the
+    originals: the proxy never changes what the agent stores) serialized into one user
+    message, `<conversation>[User]: … [Tool result]: …</conversation>`, then its summary
+    instructions. User words are never rewritten (I5), so a 150 KB serialized history
+    reaches the upstream byte for byte, with nothing reduced or evicted."""
+    results = [
+        "[Tool result]: " + "".join(f"cc -c src/file{i}_{k}.c -o build/file{i}_{k}.o\n" for k in range(60))
+        for i in range(60)
+    ]
+    conversation = "\n\n".join(
+        f'[User]: step {i}\n\n[Assistant tool calls]: exec(command="make")\n\n{r}'
+        for i, r in enumerate(results)
+    )
+    prompt = (
+        f"<conversation>\n{conversation}\n</conversation>\n\nThe messages above are a conversation to "
+        "summarize. Create a structured context checkpoint summary that another LLM will use to continue the work."
+    )
+    assert len(prompt) > 150_000
+    msgs = [
+        {"role": "system", "content": "You are a context summarization assistant."},
+        {"role": "user", "content": [{"type": "text", "text": prompt}]},
+    ]
+    tp = TokenPilot()
+    prepared = tp.prepare(msgs, session_id="pi-compaction")
+    assert prepared.messages == msgs
+    assert list(tp.store.artifact_ids("pi-compaction")) == []
