@@ -121,12 +121,7 @@ class ArtifactStore:
         Raises `OSError` (a `StoreError` for database failures) when the store cannot
         keep it, e.g. on a full disk; then nothing may refer to that id.
         """
-        raw = to_bytes(data) if isinstance(data, str) else bytes(data)
-        aid = artifact_id_for(raw)
-        with _failures("write"):
-            self._cache.add(self._key(session_id, aid), raw)
-            self._touch(session_id)
-        return aid
+        return self._put_items(session_id, [data])[0]
 
     def put_many(self, session_id: str, items: Sequence[str | bytes]) -> list[str]:
         """`put` for each item, in one SQLite transaction (an eviction archives a few dozen
@@ -134,6 +129,9 @@ class ArtifactStore:
         committed when it raises. A subclass that overrides `put` gets its `put` per item."""
         if type(self).put is not ArtifactStore.put:
             return [self.put(session_id, d) for d in items]
+        return self._put_items(session_id, items)
+
+    def _put_items(self, session_id: str, items: Sequence[str | bytes]) -> list[str]:
         raws = [to_bytes(d) if isinstance(d, str) else bytes(d) for d in items]
         ids = [artifact_id_for(raw) for raw in raws]
         if not raws:

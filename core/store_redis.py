@@ -65,7 +65,7 @@ from .errors import ArtifactNotFound, StoreError
 from .store import StateConflict, StoreUnanswered, redact_store_url
 from .store_breaker import Breaker
 from .store_lock import RedisLocks, SessionLock
-from .store_redis_scripts import COLLECT, PRUNE_SESSION, PUT, PUT_MANY, SAVE
+from .store_redis_scripts import COLLECT, PRUNE_SESSION, PUT, SAVE
 from .store_redis_url import flag, seconds, split_own
 
 log = logging.getLogger("tokenpilot")
@@ -133,7 +133,6 @@ class RedisStore:
         except (ValueError, RedisClusterException) as exc:
             raise StoreError(f"bad Redis store URL {self.url}: {exc}", "bad Redis URL") from exc
         self._put = self._r.register_script(PUT)
-        self._put_many = self._r.register_script(PUT_MANY)
         self._save = self._r.register_script(SAVE)
         self._prune_one = self._r.register_script(PRUNE_SESSION)
         self._collect = self._r.register_script(COLLECT)
@@ -213,36 +212,31 @@ class RedisStore:
     # -- artifacts ----------------------------------------------------------------
     def put(self, session_id: str, data: str | bytes) -> str:
         """Store `data` for the session (atomically with its listing and lease); its id."""
-        raw = to_bytes(data) if isinstance(data, str) else bytes(data)
-        aid = artifact_id_for(raw)
-        keys = [self._art_prefix(session_id) + aid, self._k("as", session_id), self._k("l", session_id)]
-        now = time.time()
-        with self._failures("write"):
-            self._index(session_id, now)
-            added, touched = self._put(keys=keys, args=[raw, aid, now, _TOUCH_EVERY_S])
-            self._account(session_id, int(added), now if touched else None)
-        return aid
+        return self._put_items(session_id, [data])[0]
 
     def put_many(self, session_id: str, items: Sequence[str | bytes]) -> list[str]:
         """`put` for each item, in one script per `_MANY_PER_SCRIPT` items (an eviction
         archives a few dozen segments at once: one round trip instead of one each); their
-        ids, in order. Each script is atomic; an item is listed only with its bytes. A
-        subclass that overrides `put` gets its `put` per item."""
+        ids, in order. A subclass that overrides `put` gets its `put` per item."""
         if type(self).put is not RedisStore.put:
             return [self.put(session_id, d) for d in items]
+        return self._put_items(session_id, items)
+
+    def _put_items(self, session_id: str, items: Sequence[str | bytes]) -> list[str]:
+        """Each item stored, listed and counted once, atomically per script; their ids."""
         raws = [to_bytes(d) if isinstance(d, str) else bytes(d) for d in items]
         ids = [artifact_id_for(raw) for raw in raws]
         prefix = self._art_prefix(session_id)
         fixed = [self._k("as", session_id), self._k("l", session_id)]
         for at in range(0, len(raws), _MANY_PER_SCRIPT):
             part = range(at, min(at + _MANY_PER_SCRIPT, len(raws)))
-            args: list[Any] = [time.time(), _TOUCH_EVERY_S]
+            now = time.time()
+            args: list[Any] = [now, _TOUCH_EVERY_S]
             for i in part:
                 args += [raws[i], ids[i]]
-            now = args[0]
             with self._failures("write"):
                 self._index(session_id, now)
-                added, touched = self._put_many(keys=fixed + [prefix + ids[i] for i in part], args=args)
+                added, touched = self._put(keys=fixed + [prefix + ids[i] for i in part], args=args)
                 self._account(session_id, int(added), now if touched else None)
         return ids
 

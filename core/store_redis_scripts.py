@@ -4,27 +4,11 @@ Kept apart from `store_redis` so the store reads as what it does, and each scrip
 contract it keeps (its KEYS, ARGV and reply are documented above it).
 """
 
-# KEYS: artifact, session's id set, lease. ARGV: bytes, id, now, seconds between lease
-# refreshes. Returns {bytes added, 1 when the lease was refreshed}.
-PUT = """
-local added = 0
-if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
-  redis.call('SADD', KEYS[2], ARGV[2])
-  added = string.len(ARGV[1])
-end
-local last = tonumber(redis.call('GET', KEYS[3]) or '-1')
-if last < 0 or (last > 0 and tonumber(ARGV[3]) - last > tonumber(ARGV[4])) then
-  redis.call('SET', KEYS[3], ARGV[3])
-  return {added, 1}
-end
-return {added, 0}
-"""
-
-# PUT for several artifacts of one session at once (an eviction's archives: one round
-# trip). KEYS: the session's id set, lease, then one key per artifact. ARGV: now, seconds
-# between lease refreshes, then the bytes and id of each artifact, in KEYS' order.
+# Artifacts of one session, each stored once (an eviction archives a few dozen at once: one
+# round trip). KEYS: the session's id set, lease, then one key per artifact. ARGV: now,
+# seconds between lease refreshes, then the bytes and id of each artifact, in KEYS' order.
 # Returns {bytes added, 1 when the lease was refreshed}.
-PUT_MANY = """
+PUT = """
 local added = 0
 for i = 3, #KEYS do
   local j = 3 + (i - 3) * 2

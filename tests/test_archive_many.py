@@ -137,6 +137,7 @@ def _session(store: Store | ArtifactStore, steps: int) -> list[list[Any]]:
     for step in range(steps):
         msgs = msgs + tool_turn(0, step)
         sent.append(tp.prepare(msgs, tools=TOOLS, session_id="s").messages)
+        tp.session("s").lifecycle.wait()  # the background estimator done, as while the model answers
     return sent
 
 
