@@ -1,4 +1,5 @@
-"""The upstream's route from the environment (`Route`): read once when the client opens.
+"""What the proxy readies once, at start-up, instead of on every request: the upstream's
+route from the environment (`Route`), and the tokenizer.
 
 aiohttp's `trust_env=True` reads the proxy variables and ~/.netrc again on every request,
 each in a worker thread. The proxy reads them once and passes them with each request;
@@ -157,3 +158,16 @@ async def test_calls_go_through_the_environments_proxy_read_once(clean_env, tmp_
                     assert (await r.json())["choices"][0]["message"]["content"] == "via proxy"
     assert fwd.lines == ["POST http://upstream.invalid/v1/chat/completions HTTP/1.1"] * 3
     assert calls == ["http://upstream.invalid/v1"]  # read once, when the client opened
+
+
+async def test_the_tokenizer_is_loaded_before_the_first_request(tmp_path, monkeypatch):
+    """The first calls after a start (or a worker's restart) must not wait ~0.2 s for it."""
+    from tokenpilot_openclaw.proxy import app as app_module
+
+    counted: list[str] = []
+    monkeypatch.setattr(app_module, "count_tokens", lambda text: counted.append(text) or 1)
+    settings = ProxySettings(
+        upstream="http://127.0.0.1:9/v1", port=0, state_dir=tmp_path / "state", flush_interval_s=0
+    )
+    async with RunningProxy(settings, Proxy(settings)):
+        assert counted == ["tokenpilot"]

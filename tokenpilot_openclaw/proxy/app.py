@@ -27,6 +27,7 @@ from tokenpilot.model_prices import TABLE, load_price_file
 from tokenpilot.store import Store
 from tokenpilot.store_disk import DiskStore
 from tokenpilot.store_open import open_redis
+from tokenpilot.tokens import count_tokens
 
 from . import anthropic, chat, endpoints, responses
 from .dashboard import Dashboard
@@ -132,6 +133,9 @@ class Proxy:
             )
         self.keeper.attach(asyncio.get_running_loop())
         loaded = await asyncio.to_thread(self.keeper.load_all)
+        # The tokenizer loads in ~0.2 s on first use: here, before the first request, so
+        # the first calls after a start (or a worker's restart) do not wait for it.
+        await asyncio.to_thread(count_tokens, "tokenpilot")
         await self.upstream.open()
         if self.settings.flush_interval_s > 0 and self.state is not None:
             self._flusher = asyncio.create_task(self._flush_periodically())
