@@ -47,7 +47,6 @@ import logging
 import re
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -65,6 +64,7 @@ from .errors import ArtifactNotFound, StoreError
 from .store import StateConflict, StoreUnanswered, redact_store_url
 from .store_breaker import Breaker
 from .store_lock import RedisLocks, SessionLock
+from .store_redis_known import Known
 from .store_redis_scripts import COLLECT, PRUNE_SESSION, PUT, SAVE
 from .store_redis_url import flag, seconds, split_own
 
@@ -74,7 +74,6 @@ _ID_RE = re.compile(r"^" + ARTIFACT_PREFIX + r"[0-9a-f]{8,64}$")
 _TOUCH_EVERY_S = 60  # as ArtifactStore: a lease is refreshed by writes at most once a minute
 _MANY_PER_SCRIPT = 64  # artifacts per `put_many` script: a bounded argument list per call
 
-_KNOWN_SESSIONS = 1024  # sessions whose stored chunks this process remembers (LRU)
 _COLLECT_SLACK = 64  # chunks beyond twice the live ones before a save collects
 
 
@@ -136,9 +135,7 @@ class RedisStore:
         self._save = self._r.register_script(SAVE)
         self._prune_one = self._r.register_script(PRUNE_SESSION)
         self._collect = self._r.register_script(COLLECT)
-        self._known: OrderedDict[str, tuple[int, set[str]]] = OrderedDict()  # h -> (version, chunks)
-        self._indexed: OrderedDict[str, float] = OrderedDict()  # h -> when this process indexed it
-        self._known_guard = threading.Lock()
+        self._known = Known()
         self.bytes_written = 0  # state bytes sent (heads and chunks), for benchmarks
         self._prune_lock = threading.Lock()
         self._breaker = Breaker(
@@ -244,17 +241,10 @@ class RedisStore:
         """List the session in `ns:leases` before its first write from this process (NX:
         an existing score stays), so no crash leaves data that no listing finds."""
         h = self._hex(session_id)
-        with self._known_guard:
-            seen = self._indexed.get(h)
-            if seen is not None and now - seen < _TOUCH_EVERY_S:
-                self._indexed.move_to_end(h)
-                return
+        if self._known.indexed_since(h, now - _TOUCH_EVERY_S):
+            return
         self._r.zadd(self._k("leases"), {h: now}, nx=True)
-        with self._known_guard:
-            self._indexed[h] = now
-            self._indexed.move_to_end(h)
-            while len(self._indexed) > 16 * _KNOWN_SESSIONS:
-                self._indexed.popitem(last=False)
+        self._known.note_indexed(h, now)
 
     def _account(self, session_id: str, added: int, touched: float | None) -> None:
         """The global keys after a session's script: the volume, the index's activity."""
@@ -362,7 +352,7 @@ class RedisStore:
                 pipe.decrby(self._k("volume"), freed)
                 pipe.zrem(self._k("leases"), h)
                 pipe.execute()
-                self._forget(h)
+                self._known.forget(h)
                 removed += n
                 if self.volume() <= self.size_limit_bytes:
                     break
@@ -406,7 +396,7 @@ class RedisStore:
             return {dg: t.decode("ascii") for dg, t in zip(digests, texts, strict=True) if t is not None}
 
         state, reached = journal.join(head, fetch)
-        self._remember(self._hex(session_id), version, reached)
+        self._known.remember(self._hex(session_id), version, reached)
         return version, state
 
     def save_state(self, session_id: str, data: Mapping[str, Any], *, expect: int | None = None) -> int:
@@ -418,10 +408,7 @@ class RedisStore:
         (collection checks the version), so a save at `expect` can count on them."""
         h = self._hex(session_id)
         cut = journal.split(data)
-        with self._known_guard:
-            held = self._known.get(h)
-        known = held[1] if held is not None and expect is not None and held[0] == expect else set()
-        new = cut.new_chunks(known)
+        new = cut.new_chunks(self._known.chunks_at(h, expect))
         keys = [self._k("s", session_id), self._k("j", session_id), self._k("l", session_id)]
         old = self._old("s", session_id)
         if old is not None:
@@ -441,7 +428,7 @@ class RedisStore:
             )
         self.bytes_written += len(args[0]) + sum(len(dg) + len(t) for dg, t in new.items())
         version, held_chunks = got
-        self._remember(h, version, set(cut.chunks))
+        self._known.remember(h, version, set(cut.chunks))
         if held_chunks > 2 * len(cut.chunks) + _COLLECT_SLACK:
             self._collect_chunks(session_id, version, cut.chunks)
         return version
@@ -470,20 +457,6 @@ class RedisStore:
             return {dg: t.decode("ascii") for dg, t in zip(digests, texts, strict=True) if t is not None}
 
         return self._collect_chunks(session_id, int(v), journal.reachable(head, fetch))
-
-    def _remember(self, h: str, version: int, chunks: set[str]) -> None:
-        """The chunks stored for session `h` at `version` (LRU: a forgotten session's next
-        save sends all its chunks, which is correct, only larger)."""
-        with self._known_guard:
-            self._known[h] = (version, chunks)
-            self._known.move_to_end(h)
-            while len(self._known) > _KNOWN_SESSIONS:
-                self._known.popitem(last=False)
-
-    def _forget(self, h: str) -> None:
-        with self._known_guard:
-            self._known.pop(h, None)
-            self._indexed.pop(h, None)
 
     def load_states(self) -> Iterator[tuple[int, dict[str, Any]]]:
         """Every session with stored state (sessions are listed by the index `ns:leases`)."""
