@@ -236,7 +236,8 @@ class Planner:
             )
 
         # Plan with content ids first; archive for real only what the gate lets through.
-        plan = plan_with(artifact_id_for) if self.config.cost_gate else self._archived(plan_with)
+        texts: dict[str, str] = {}
+        plan = plan_with(_content_ids(texts)) if self.config.cost_gate else self._archived(plan_with)
         if not plan.segments:
             return revived
         if self.config.cost_gate:
@@ -248,7 +249,20 @@ class Planner:
                 return revived
             # A revival breaks the cache from its segment on anyway: what the gate deferred
             # after that point goes in the same pass, for free.
-            plan = self._archived(plan_with, cut if decision.evict else revived or 0)
+            # The plan from the cut on: `from_index` counts whole turns, and a rule bundle's
+            # segment starts at its assistant message, after the turn's user words, so the
+            # turn of the segment at the cut is where the gate's choice begins.
+            starts = {t.turn_id: t.start for t in turns}
+
+            def turn_start(seg: Segment) -> int:
+                return min(starts[tid] for tid in seg.turn_ids)
+
+            at_cut = min((seg for seg in plan.segments if seg.start >= cut), key=lambda seg: seg.start)
+            start = turn_start(at_cut) if decision.evict else revived or 0
+            # From the plan's first turn on, the plan is the one the gate weighed: only its
+            # archives are left to write.
+            if start > min(turn_start(seg) for seg in plan.segments) or not self._write(texts):
+                plan = self._archived(plan_with, start)
             if not plan.segments:
                 return revived
         counts = self._tokens.counts(messages)
@@ -273,20 +287,17 @@ class Planner:
         takes many at once (`SessionArchive.many`), the plan is made with content ids and
         all its archives written in one store write, before anything refers to them; when
         the store answers other ids, it is planned again one archive at a time."""
-        many = getattr(self.archive, "many", None)
-        if many is None:
+        if getattr(self.archive, "many", None) is None:
             return plan_with(self.archive, from_index)
         texts: dict[str, str] = {}
+        plan = plan_with(_content_ids(texts), from_index)
+        return plan if self._write(texts) else plan_with(self.archive, from_index)
 
-        def collect(text: str) -> str:
-            aid = artifact_id_for(text)
-            texts.setdefault(aid, text)
-            return aid
-
-        plan = plan_with(collect, from_index)
-        if texts and list(many(list(texts.values()))) != list(texts):
-            return plan_with(self.archive, from_index)
-        return plan
+    def _write(self, texts: dict[str, str]) -> bool:
+        """Archive `texts` (content id -> text) in one write; False when the archive takes
+        them one at a time or answers other ids (then the plan is made with it instead)."""
+        many = getattr(self.archive, "many", None)
+        return many is not None and (not texts or list(many(list(texts.values()))) == list(texts))
 
     def _named_turns(self, messages: Sequence[Message], turns: Sequence[Turn]) -> set[int]:
         """Turn indices whose file later words name (`segments.named_in_words`); they stay."""
@@ -406,6 +417,17 @@ class Planner:
                 best = (net, decision, cut)
         assert first is not None
         return (best[1], best[2]) if best is not None else first
+
+
+def _content_ids(texts: dict[str, str]) -> Callable[[str], str]:
+    """An archive that only names: each text's content id, the text kept in `texts`."""
+
+    def name(text: str) -> str:
+        aid = artifact_id_for(text)
+        texts.setdefault(aid, text)
+        return aid
+
+    return name
 
 
 GATE_DECISIONS_KEPT = 32
