@@ -247,18 +247,22 @@ class Planner:
             if not decision.evict and revived is None:
                 log.info("tokenpilot: eviction deferred by the cost gate: %s", decision.reason)
                 return revived
-            # A revival breaks the cache from its segment on anyway: what the gate deferred
-            # after that point goes in the same pass, for free.
-            # The plan from the cut on: `from_index` counts whole turns, and a rule bundle's
-            # segment starts at its assistant message, after the turn's user words, so the
-            # turn of the segment at the cut is where the gate's choice begins.
             starts = {t.turn_id: t.start for t in turns}
 
             def turn_start(seg: Segment) -> int:
                 return min(starts[tid] for tid in seg.turn_ids)
 
-            at_cut = min((seg for seg in plan.segments if seg.start >= cut), key=lambda seg: seg.start)
-            start = turn_start(at_cut) if decision.evict else revived or 0
+            if decision.evict:
+                # The segments from the cut on, as weighed. Planning from an index counts
+                # whole turns, and a rule bundle's segment starts at its assistant message,
+                # after its turn's user words: the plan is made from that turn's start.
+                start = turn_start(
+                    min((seg for seg in plan.segments if seg.start >= cut), key=lambda seg: seg.start)
+                )
+            else:
+                # A revival breaks the cache from its segment on anyway: what the gate
+                # deferred after that point goes in the same pass, for free.
+                start = revived or 0
             # From the plan's first turn on, the plan is the one the gate weighed: only its
             # archives are left to write.
             if start > min(turn_start(seg) for seg in plan.segments) or not self._write(texts):
