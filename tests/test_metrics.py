@@ -165,7 +165,7 @@ async def test_metrics_count_store_failures_of_this_process(upstream, start, htt
 
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not on PATH")
 async def test_metrics_merge_the_replicas_that_share_a_store(upstream, start, http):
-    with LocalRedis().start() as redis:
+    with LocalRedis() as redis:
         a = await start(upstream.url, store_url=redis.url, flush_interval_s=0)
         b = await start(upstream.url, store_url=redis.url, flush_interval_s=0)
         await chat(http, a.url, "shared", history(0), TOOLS, "claude-sonnet-4")

@@ -505,3 +505,15 @@ def _without_tail(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(last.get("content"), str) and last["content"].startswith("<tokenpilot-values>"):
         msgs = msgs[:-1]
     return {**body, "messages": msgs}
+
+
+def test_a_started_local_redis_entered_again_is_one_server_and_close_stops_it() -> None:
+    """`with LocalRedis().start() as r:` once left a second server's start over the first,
+    and the first outlived `close` (one redis-server leaked per test run)."""
+    if LocalRedis().binary is None:
+        pytest.skip("no redis-server on PATH")
+    srv = LocalRedis().start()
+    first = srv.proc
+    with srv as again:
+        assert again.proc is first and first is not None and first.poll() is None
+    assert first.poll() is not None  # stopped, not left running

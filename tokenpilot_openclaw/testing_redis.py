@@ -31,7 +31,11 @@ class LocalRedis:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 10.0) -> LocalRedis:
-        """Start and wait until it answers; `RuntimeError` when there is no binary or it never does."""
+        """Start and wait until it answers; `RuntimeError` when there is no binary or it never does.
+        Started already and running: nothing to do (a second server on the same port would
+        fail to bind, and the first would outlive `close`)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return self
         if self.binary is None:
             raise RuntimeError("redis-server is not on PATH")
         self.port = self.port or _free_port()
