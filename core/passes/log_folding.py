@@ -135,10 +135,10 @@ def _problem_lines_by_key(text: str, lines: list[str], keys: list[str]) -> list[
     return keep
 
 
-def _protected(text: str, lines: list[str], summary_lines: int, keys: list[str] | None = None) -> list[bool]:
+def _protected(text: str, lines: list[str], summary_lines: int, keys: list[str]) -> list[bool]:
     """Which lines must stay verbatim: problems, tracebacks, the closing summary. `keys`:
-    the lines' alike keys, when known (the problem scan then reads each distinct one once)."""
-    keep = _problem_lines(text, lines) if keys is None else _problem_lines_by_key(text, lines, keys)
+    the lines' alike keys (the problem scan reads each distinct one once)."""
+    keep = _problem_lines_by_key(text, lines, keys)
     # a traceback starts at one of its two markers: without either, no line starts one
     i = 0 if "Traceback (most recent call last)" in text or 'File "' in text else len(lines)
     while i < len(lines):
