@@ -13,6 +13,9 @@ the records and says which bundles may go, and why:
 
 - **superseded read**: a read of a file, later read again (the same range, or the
   whole file) or written whole; optionally also a later edit of it.
+- **superseded write**: a whole write of a file (its content is the agent's own
+  arguments), later written whole again or read whole: the file's content as it now
+  stands is in that later turn. An append (`>> f`) writes nothing whole.
 - **superseded command**: a command (any tool call) later run again with the very
   same arguments.
 - **consumed listing**: a search or listing whose hits were all opened later or
@@ -90,6 +93,8 @@ class SegmentRules:
     `min_age_turns`: no rule evicts a bundle younger than this many turns.
     `edit_supersedes_read`: a later edit of a file (not only a whole write) retires
     an earlier read of it; off by default: the agent quotes the unedited rest back.
+    `superseded_writes`: a whole write of a file goes once the file is written whole or
+    read whole again (last, so the fields before it keep their positions).
     """
 
     superseded_reads: bool = True
@@ -99,10 +104,12 @@ class SegmentRules:
     stale_min_tokens: int = 200
     min_age_turns: int = 3
     edit_supersedes_read: bool = False
+    superseded_writes: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "superseded_reads": self.superseded_reads,
+            "superseded_writes": self.superseded_writes,
             "superseded_commands": self.superseded_commands,
             "consumed_listings": self.consumed_listings,
             "stale_after_turns": self.stale_after_turns,
@@ -113,12 +120,16 @@ class SegmentRules:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SegmentRules:
-        return cls(**dict(d))
+        """Unknown keys are skipped: a state written by a newer replica of a fleet (a rule
+        this one does not know) still loads, with that rule at this version's default."""
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in dict(d).items() if k in known})
 
     @property
     def enabled(self) -> bool:
         return (
             self.superseded_reads
+            or self.superseded_writes
             or self.superseded_commands
             or self.consumed_listings
             or self.stale_after_turns is not None
@@ -134,7 +145,7 @@ class BundleRecord:
     has_calls: bool
     kind: str  # "read", "write", "edit", "search", "command", "none"
     paths: tuple[str, ...]  # files the calls named (read, written, edited or listed)
-    whole_read: bool  # a read without a line range
+    whole_read: bool  # a read without a line range, or a write of the whole file (not an append)
     call_key: str  # tool names + canonical arguments (identical reruns share it)
     uses: frozenset[str]  # references in the turn's user text, assistant text and arguments
     said: frozenset[str]  # references in its user and assistant words only (no arguments, no results)
@@ -182,7 +193,7 @@ def _shell(command: str) -> tuple[str, str | None, bool]:
         return "command", None, False
     m = _REDIRECT.search(cmd.split("<<", 1)[0])
     if m and m.group(1) not in ("/dev/null",):
-        return "write", m.group(1), True
+        return "write", m.group(1), ">>" not in m.group(0)  # an append writes nothing whole
     try:
         words = shlex.split(cmd.split("|", 1)[0])
     except ValueError:
@@ -253,7 +264,7 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
     kinds = {_kind(n, a) for n, a, _ in calls}
     kind = kinds.pop() if len(kinds) == 1 else ("command" if kinds else "none")
     paths_set: set[str] = set()
-    whole = kind == "read"
+    whole = kind in ("read", "write")
     for n, a, _ in calls:
         if _norm_tool(n) in _SHELL_TOOLS and isinstance(a.get("command"), str):
             _, path, whole_cmd = _shell(a["command"])
@@ -313,7 +324,14 @@ def closing(records: Sequence[BundleRecord]) -> bool:
     return False
 
 
-RULES = ("superseded read", "superseded command", "consumed listing", "stale output", "window")
+RULES = (
+    "superseded read",
+    "superseded write",
+    "superseded command",
+    "consumed listing",
+    "stale output",
+    "window",
+)
 
 
 def rule_of(reason: str) -> str:
@@ -417,6 +435,8 @@ def evictable_bundles(
             reason = None
             if rules.superseded_reads and r.kind == "read" and r.paths:
                 reason = later.supersedes_read(r, rules)
+            if rules.superseded_writes and r.kind == "write" and r.whole_read and r.paths:
+                reason = later.supersedes_write(r)
             if reason is None and rules.superseded_commands and r.kind in ("command", "search"):
                 if r.call_key in later.calls:
                     reason = "superseded command: the same call ran again later"
@@ -478,11 +498,21 @@ class _Later:
                     continue
                 if kind == "read" and (whole or call_key == r.call_key):
                     break
-                if kind == "write" or (kind == "edit" and rules.edit_supersedes_read):
+                if (kind == "write" and whole) or (kind == "edit" and rules.edit_supersedes_read):
                     break
             else:
                 return None  # this path is not read or written again: the read still stands
         return "superseded read: the file was read or written again later"
+
+    def supersedes_write(self, r: BundleRecord) -> str | None:
+        """A whole write is superseded by a later whole write or whole read of its file."""
+        for path in r.paths:
+            if not any(
+                whole and kind in ("read", "write") and _same_file(path, p)
+                for p, kind, whole, _ in self.files.get(_file_key(path), ())
+            ):
+                return None  # this file's content as written still stands
+        return "superseded write: the file was written whole or read whole again later"
 
     def consumes(self, r: BundleRecord, i: int, last_use: Sequence[int]) -> str | None:
         """Every hit the agent named later was opened later (its content lives there now)."""

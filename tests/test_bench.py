@@ -242,6 +242,7 @@ def test_cli_ablation_runs_each_rule_off(tmp_path):
     assert set(records) == set(names.split(","))
     assert {m.name for m in ablation_methods()} >= {
         "tokenpilot_no_superseded_reads",
+        "tokenpilot_no_superseded_writes",
         "tokenpilot_no_superseded_commands",
         "tokenpilot_no_consumed_listings",
         "tokenpilot_no_window",

@@ -71,8 +71,55 @@ def test_each_rule_can_be_switched_off():
     assert 0 not in retired(s, SegmentRules(superseded_reads=False, stale_after_turns=None))
     assert 1 not in retired(s, SegmentRules(superseded_commands=False, stale_after_turns=None))
     assert 2 not in retired(s, SegmentRules(consumed_listings=False, stale_after_turns=None))
-    off = SegmentRules(False, False, False, None)
+    off = SegmentRules(False, False, False, None, superseded_writes=False)
     assert not off.enabled and retired(s, off) == {}
+
+
+def written_twice(second: tuple[str, dict, str]) -> Session:
+    """A whole write of b.py (its content in the agent's arguments), then `second`, then filler."""
+    s = Session()
+    s.user("write the helper")
+    s.call("bash", {"command": "cat > src/b.py << 'EOF'\n" + BIG + "\nEOF"}, "")  # turn 0
+    s.call(*second)  # turn 1
+    filler(s, 4)
+    return s
+
+
+def test_a_whole_write_is_superseded_by_a_later_whole_write_or_whole_read():
+    rules = SegmentRules(stale_after_turns=None)
+    again = written_twice(("write", {"path": "b.py", "content": "v2"}, "ok"))
+    assert rule_of(retired(again, rules)[0]) == "superseded write"
+    assert 1 not in retired(again, rules)  # the latest write stands
+    read = written_twice(("bash", {"command": "cat src/b.py"}, BIG))
+    assert rule_of(retired(read, rules)[0]) == "superseded write"
+    assert 0 not in retired(read, SegmentRules(stale_after_turns=None, superseded_writes=False))
+
+
+def test_an_append_or_a_partial_read_or_an_edit_does_not_supersede_a_whole_write():
+    rules = SegmentRules(stale_after_turns=None)
+    for second in (
+        ("bash", {"command": "echo 'x = 1' >> src/b.py"}, ""),  # an append: the first content stays
+        ("bash", {"command": "sed -n 1,20p src/b.py"}, BIG[:400]),  # part of the file only
+        ("edit", {"path": "src/b.py", "old_string": "a", "new_string": "b"}, "ok"),
+        ("write", {"path": "src/other.py", "content": "v2"}, "ok"),  # another file
+    ):
+        assert 0 not in retired(written_twice(second), rules), second
+    assert _shell("echo x >> f.py") == ("write", "f.py", False)
+    assert _shell("cat > f.py << 'EOF'\nx\nEOF") == ("write", "f.py", True)
+
+
+def test_an_append_does_not_supersede_a_read():
+    s = Session()
+    s.user("look")
+    s.call("read", {"path": "a.py"}, BIG)
+    s.call("bash", {"command": "echo 'y = 2' >> a.py"}, "")
+    filler(s, 4)
+    assert 0 not in retired(s, SegmentRules(stale_after_turns=None))
+
+
+def test_rules_from_a_newer_state_load_with_the_unknown_rule_skipped():
+    d = {**SegmentRules(stale_after_turns=5).to_dict(), "a_rule_of_a_later_version": True}
+    assert SegmentRules.from_dict(d) == SegmentRules(stale_after_turns=5)
 
 
 def test_a_ranged_read_does_not_supersede_a_whole_one_but_a_write_does():

@@ -48,12 +48,27 @@ def _reference(records: Sequence[BundleRecord], rules: SegmentRules, upto: int |
                         continue
                     if o.kind == "read" and (o.whole_read or o.call_key == r.call_key):
                         break
-                    if o.kind == "write" or (o.kind == "edit" and rules.edit_supersedes_read):
+                    if (o.kind == "write" and o.whole_read) or (
+                        o.kind == "edit" and rules.edit_supersedes_read
+                    ):
                         break
                 else:
                     break
             else:
                 reason = "superseded read: the file was read or written again later"
+        if rules.superseded_writes and r.kind == "write" and r.whole_read and r.paths:
+            if all(
+                any(
+                    o.kind in ("read", "write")
+                    and o.whole_read
+                    and not o.failed
+                    and not o.repeat
+                    and any(_same_file(path, p) for p in o.paths)
+                    for o in later
+                )
+                for path in r.paths
+            ):
+                reason = "superseded write: the file was written whole or read whole again later"
         if reason is None and rules.superseded_commands and r.kind in ("command", "search"):
             if any(o.call_key == r.call_key and not o.repeat for o in later):
                 reason = "superseded command: the same call ran again later"
@@ -110,6 +125,7 @@ def records(draw) -> list[BundleRecord]:
 def rules(draw) -> SegmentRules:
     return SegmentRules(
         superseded_reads=draw(st.booleans()),
+        superseded_writes=draw(st.booleans()),
         superseded_commands=draw(st.booleans()),
         consumed_listings=draw(st.booleans()),
         edit_supersedes_read=draw(st.booleans()),

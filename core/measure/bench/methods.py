@@ -217,6 +217,7 @@ def default_methods(
 
 _RULE_FIELDS = {
     "superseded_reads": {"superseded_reads": False},
+    "superseded_writes": {"superseded_writes": False},
     "superseded_commands": {"superseded_commands": False},
     "consumed_listings": {"consumed_listings": False},
     "stale_outputs": {"stale_after_turns": None},
