@@ -21,7 +21,7 @@ content and layout pass takes per output (run alone on the original, as the firs
 would), and the whole `reduce_tool_output`, over the same outputs.
 
     .venv/bin/python benchmarks/bench_reduction.py [TRACES_DIR] [--without PASS,...] [--in-session]
-        [--halves] [--timing]
+        [--halves] [--timing] [--truncate-at CHARS]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from pathlib import Path
 from tokenpilot import Config, TokenPilot
 from tokenpilot._canonical import artifact_id_for
 from tokenpilot.artifacts import ArtifactStore
+from tokenpilot.measure.bench.methods import truncating_at
 from tokenpilot.measure.traces import load
 from tokenpilot.passes.base import PassContext
 from tokenpilot.passes.folding import is_code_read as reads_a_file
@@ -238,11 +239,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--halves", action="store_true", help="also per half of each set's sessions (by id)")
     ap.add_argument("--timing", action="store_true", help="also each pass's ms per output")
+    ap.add_argument(
+        "--truncate-at",
+        type=int,
+        metavar="CHARS",
+        help="cut every tool family that has a truncation limit at CHARS instead (the paper's "
+        "600/400 preview; reads stay whole): the ablation row tokenpilot_truncate_at_gate is 2200",
+    )
     args = ap.parse_args(argv)
     if not args.traces.exists():
         print(f"{args.traces} not found", file=sys.stderr)
         return 2
-    cfg = Config()
+    cfg = Config() if args.truncate_at is None else truncating_at(args.truncate_at)
     off = {p for p in args.without.split(",") if p}
     if off:
         profiles = {k: tuple(p for p in v if p not in off) for k, v in cfg.profiles.items()}

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tokenpilot import TokenPilot
 from tokenpilot.cli import main
 from tokenpilot.measure.bench import default_methods, run_bench
 from tokenpilot.measure.bench.methods import (
@@ -243,6 +244,7 @@ def test_cli_ablation_runs_each_rule_off(tmp_path):
     assert {m.name for m in ablation_methods()} >= {
         "tokenpilot_no_superseded_reads",
         "tokenpilot_no_superseded_writes",
+        "tokenpilot_truncate_at_gate",
         "tokenpilot_no_superseded_commands",
         "tokenpilot_no_consumed_listings",
         "tokenpilot_no_window",
@@ -278,3 +280,17 @@ def test_a_recall_reads_the_original_of_its_own_session(workload):
     does): each session's recall must read its own original, not the first session's."""
     many = replay(workload[:3], _Hiding()).record()
     assert many["recoverable"] == 1.0 and many["recalls_charged"] > 0
+
+
+def test_truncating_at_cuts_what_has_a_limit_and_never_a_read():
+    from tokenpilot.measure.bench.methods import truncating_at
+
+    limits = truncating_at(2200).truncation_limits
+    assert limits["bash"] == limits["grep"] == limits["write"] == 2200
+    assert limits["read"] is None and limits["webfetch"] is None
+    assert truncating_at(50_000).truncation_limits["bash"] == 30_000  # never above the paper's cap
+    out = "\n".join(f"row {i}: " + "x" * 40 for i in range(200))
+    tp = TokenPilot(truncating_at(2200), lifecycle=False)
+    cut = tp.reduce_tool_output(out, "bash", '{"command": "./run"}', session_id="s").text
+    kept = tp.reduce_tool_output(out, "read", '{"path": "a.txt"}', session_id="s").text
+    assert len(cut) < 1400 and kept == out

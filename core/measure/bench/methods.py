@@ -18,6 +18,7 @@ from ...artifacts import ArtifactStore
 from ...config import CONTENT_PASSES, Config
 from ...estimator import ImmediateEstimator, OfflineEstimator
 from ...lifecycle import Lifecycle, LifecycleConfig
+from ...passes.truncate import DEFAULT_LIMITS
 from ...pilot import TokenPilot
 from ...segments import SegmentRules, WindowRule
 from ...tokens import message_tokens
@@ -230,7 +231,8 @@ def ablation_methods() -> list[Method]:
     segment rules (whole tasks only, as in the paper), compact line numbers, the
     segment-aware gate's minimum, each content-aware pass, the lossless JSON re-encoding (and its rows),
     re-shown lines, and the whole history shown to a compaction request (its summary then
-    sees the managed history); then the batch sweep (B = 1, 5, ∞)."""
+    sees the managed history); one thing added: the paper's truncation at the 2,200-char
+    gate (`truncating_at`); then the batch sweep (B = 1, 5, ∞)."""
     full = SegmentRules()
     methods: list[Method] = [Vanilla(), TokenPilotMethod(name="tokenpilot")]
     for rule, off in _RULE_FIELDS.items():
@@ -253,12 +255,22 @@ def ablation_methods() -> list[Method]:
         TokenPilotMethod(config=Config(small_json_rows=False), name="tokenpilot_no_small_json_rows")
     )
     methods.append(TokenPilotMethod(config=Config(reshown=False), name="tokenpilot_no_reshown"))
+    methods.append(TokenPilotMethod(config=truncating_at(2200), name="tokenpilot_truncate_at_gate"))
     methods.append(
         TokenPilotMethod(config=Config(compaction_markers=()), name="tokenpilot_compaction_sees_plan")
     )
     for b in (1, 5, None):
         methods.append(TokenPilotMethod(batch_turns=b, name=f"tokenpilot_B{'inf' if b is None else b}"))
     return methods
+
+
+def truncating_at(limit: int) -> Config:
+    """The default config with every tool family that has a truncation limit (shells,
+    searches, writes) cut at `limit` chars instead, to the paper's 600/400 preview; reads
+    and fetches stay unlimited. At the 2,200-char gate this is the paper's truncation
+    applied to everything it may cut: how far a preview goes, and what it costs."""
+    limits = {family: (None if cap is None else min(cap, limit)) for family, cap in DEFAULT_LIMITS.items()}
+    return Config(truncation_limits=limits)
 
 
 def _without_pass(name: str) -> Config:
