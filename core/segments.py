@@ -13,9 +13,11 @@ the records and says which bundles may go, and why:
 
 - **superseded read**: a read of a file, later read again (the same range, or the
   whole file) or written whole; optionally also a later edit of it.
-- **superseded write**: a whole write of a file (its content is the agent's own
-  arguments), later written whole again or read whole: the file's content as it now
-  stands is in that later turn. An append (`>> f`) writes nothing whole.
+- **superseded write**: a whole write of a file whose content is the agent's own
+  arguments (a write tool, a heredoc, `echo`), later written whole again or read whole:
+  the file's content as it now stands is in that later turn. An append (`>> f`) writes
+  nothing whole; a program's output sent to a file (`run > f`) is not in the arguments,
+  and what the run printed may matter, so it is left to the other rules.
 - **superseded command**: a command (any tool call) later run again with the very
   same arguments.
 - **consumed listing**: a search or listing whose hits were all opened later or
@@ -155,6 +157,7 @@ class BundleRecord:
     repeat: bool  # a result points at an earlier copy (dedup, re-shown lines): it supersedes nothing
     tokens: int
     closes: bool = False  # its action wraps the agent's work up (`observations.closing_action`)
+    authored: bool = False  # a write whose content is its own arguments (a write tool, a heredoc, echo)
 
 
 def _norm_tool(name: str) -> str:
@@ -211,6 +214,17 @@ def _shell(command: str) -> tuple[str, str | None, bool]:
     if prog in _SHELL_SEARCH:
         return "search", None, False
     return "command", None, False
+
+
+def _authored(name: str, args: Mapping[str, Any]) -> bool:
+    """Whether a write call carries the file's content in its own arguments: a write tool,
+    or a shell write from a heredoc, `echo` or `printf` (not a program's output sent to a
+    file, whose text the arguments do not hold)."""
+    if _norm_tool(name) not in _SHELL_TOOLS or not isinstance(args.get("command"), str):
+        return True
+    cmd = _LEADING_CD.sub("", args["command"].strip(), count=1)
+    prog = cmd.split(None, 1)[0].rsplit("/", 1)[-1] if cmd else ""
+    return "<<" in cmd or prog in ("echo", "printf")
 
 
 def _kind(name: str, args: Mapping[str, Any]) -> str:
@@ -303,6 +317,7 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
         repeat=any(DEDUP_NOTE in r or RESHOWN_NOTE in r for r in results),
         tokens=tokens,
         closes=any(closing_action(_norm_tool(n), _command_of(a, raw)) for n, a, raw in calls),
+        authored=kind == "write" and all(_authored(n, a) for n, a, _ in calls),
     )
 
 
@@ -435,7 +450,7 @@ def evictable_bundles(
             reason = None
             if rules.superseded_reads and r.kind == "read" and r.paths:
                 reason = later.supersedes_read(r, rules)
-            if rules.superseded_writes and r.kind == "write" and r.whole_read and r.paths:
+            if rules.superseded_writes and r.kind == "write" and r.whole_read and r.authored and r.paths:
                 reason = later.supersedes_write(r)
             if reason is None and rules.superseded_commands and r.kind in ("command", "search"):
                 if r.call_key in later.calls:

@@ -108,6 +108,20 @@ def test_an_append_or_a_partial_read_or_an_edit_does_not_supersede_a_whole_write
     assert _shell("cat > f.py << 'EOF'\nx\nEOF") == ("write", "f.py", True)
 
 
+def test_a_programs_output_sent_to_a_file_is_left_to_the_other_rules():
+    """`run > out.txt` writes out.txt whole, but its text is not in the arguments, and what
+    the run printed beside it may still matter: a later write of the file does not retire it."""
+    s = Session()
+    s.user("run it")
+    s.call("bash", {"command": "python gen.py > out.txt; cat out.txt"}, BIG)  # turn 0
+    s.call("bash", {"command": "echo done > out.txt"}, "")  # turn 1: out.txt written whole again
+    filler(s, 4)
+    assert 0 not in retired(s, SegmentRules(stale_after_turns=None))
+    assert 0 in retired(
+        written_twice(("bash", {"command": "echo done > src/b.py"}, "")), SegmentRules(stale_after_turns=None)
+    )
+
+
 def test_an_append_does_not_supersede_a_read():
     s = Session()
     s.user("look")

@@ -56,7 +56,7 @@ def _reference(records: Sequence[BundleRecord], rules: SegmentRules, upto: int |
                     break
             else:
                 reason = "superseded read: the file was read or written again later"
-        if rules.superseded_writes and r.kind == "write" and r.whole_read and r.paths:
+        if rules.superseded_writes and r.kind == "write" and r.whole_read and r.authored and r.paths:
             if all(
                 any(
                     o.kind in ("read", "write")
@@ -112,6 +112,7 @@ def record(draw, i: int) -> BundleRecord:
         failed=draw(st.integers(0, 9)) == 0,
         repeat=draw(st.integers(0, 9)) == 0,
         tokens=draw(st.integers(0, 8000)),
+        authored=kind == "write" and draw(st.booleans()),
     )
 
 
