@@ -41,13 +41,20 @@ the user's words always stay.
 
 from __future__ import annotations
 
-import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._canonical import canonical_json
+from .call_kinds import (
+    RANGE_KEYS,
+    SHELL_TOOLS,
+    authored_write,
+    call_kind,
+    norm_tool,
+    path_of,
+    shell_action,
+)
 from .estimator import FAILED_RE, extract_refs
 from .ingest import DEDUP_NOTE
 from .observations import OBSERVATION_TOOL, closing_action, is_observation, text_action
@@ -59,30 +66,6 @@ from .turns import Turn, call_name_args, content_text, parsed_args, tool_calls_o
 
 Message = Mapping[str, Any]
 
-_READ_TOOLS = frozenset(
-    {"read", "file_read", "read_file", "view", "cat", "notebook_read", "str_replace_editor"}
-)
-_WRITE_TOOLS = frozenset({"write", "create_file", "write_file", "create"})
-_EDIT_TOOLS = frozenset(
-    {"edit", "multiedit", "str_replace", "apply_patch", "patch", "notebook_edit", "insert"}
-)
-_SEARCH_TOOLS = frozenset(
-    {
-        "grep",
-        "glob",
-        "ls",
-        "find",
-        "rg",
-        "search",
-        "list_dir",
-        "list_files",
-        "find_file",
-        "search_dir",
-        "search_file",
-    }
-)
-_PATH_KEYS = ("file_path", "path", "filepath", "filename", "file", "notebook_path", "target_file")
-_RANGE_KEYS = ("offset", "limit", "view_range", "start_line", "end_line", "line_start", "line_end")
 _MAX_RESULT_SCAN = 200_000  # chars of one result scanned for references (linear, bounded)
 
 
@@ -160,91 +143,6 @@ class BundleRecord:
     authored: bool = False  # a write whose content is its own arguments (a write tool, a heredoc, echo)
 
 
-def _norm_tool(name: str) -> str:
-    return name.rsplit("__", 1)[-1].rsplit(".", 1)[-1].lower()
-
-
-def _path_of(args: Mapping[str, Any]) -> str | None:
-    for key in _PATH_KEYS:
-        value = args.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return None
-
-
-_SHELL_TOOLS = frozenset(
-    {"bash", "shell", "exec", "sh", "run_shell_command", "terminal", "powershell", "execute_bash", "cmd_run"}
-)
-# `open`, `goto`: SWE-agent's file viewer (a window of the file); `create`: its new file;
-# `search_*`, `find_file`: its searches.
-_SHELL_READERS = frozenset({"cat", "sed", "head", "tail", "nl", "less", "more", "open"})
-_SHELL_SEARCH = frozenset(
-    {"grep", "rg", "find", "ls", "tree", "fd", "ag", "search_dir", "search_file", "find_file"}
-)
-_LEADING_CD = re.compile(r"^\s*cd\s+\S+\s*&&\s*")
-_REDIRECT = re.compile(r"(?:^|[^2&])>>?\s*([^\s|&;<>]+)")
-
-
-def _shell(command: str) -> tuple[str, str | None, bool]:
-    """(kind, path, whole) of a simple shell command: what a coding agent reads or writes.
-
-    Only plain one-command lines are classified; anything else (pipelines that run
-    programs, scripts, installs) is a "command", retired only by an identical rerun.
-    """
-    cmd = _LEADING_CD.sub("", command.strip(), count=1)
-    if not cmd or "\n" in cmd.split("<<", 1)[0]:
-        return "command", None, False
-    m = _REDIRECT.search(cmd.split("<<", 1)[0])
-    if m and m.group(1) not in ("/dev/null",):
-        return "write", m.group(1), ">>" not in m.group(0)  # an append writes nothing whole
-    try:
-        words = shlex.split(cmd.split("|", 1)[0])
-    except ValueError:
-        return "command", None, False
-    if not words:
-        return "command", None, False
-    prog = words[0].rsplit("/", 1)[-1]
-    files = [w for w in words[1:] if not w.startswith("-") and ("/" in w or "." in w)]
-    if prog == "sed" and "-i" in words:
-        return "edit", files[-1] if files else None, False
-    if prog == "create" and len(files) == 1:
-        return "write", files[0], True
-    if prog in _SHELL_READERS and len(files) == 1:
-        return "read", files[0], prog == "cat" and len(words) == 2 and "|" not in cmd
-    if prog in _SHELL_SEARCH:
-        return "search", None, False
-    return "command", None, False
-
-
-def _authored(name: str, args: Mapping[str, Any]) -> bool:
-    """Whether a write call carries the file's content in its own arguments: a write tool,
-    or a shell write from a heredoc, `echo` or `printf` (not a program's output sent to a
-    file, whose text the arguments do not hold)."""
-    if _norm_tool(name) not in _SHELL_TOOLS or not isinstance(args.get("command"), str):
-        return True
-    cmd = _LEADING_CD.sub("", args["command"].strip(), count=1)
-    prog = cmd.split(None, 1)[0].rsplit("/", 1)[-1] if cmd else ""
-    return "<<" in cmd or prog in ("echo", "printf")
-
-
-def _kind(name: str, args: Mapping[str, Any]) -> str:
-    tool = _norm_tool(name)
-    if tool in _SHELL_TOOLS and isinstance(args.get("command"), str):
-        return _shell(args["command"])[0]
-    if tool == "str_replace_editor":  # SWE-agent's and OpenHands' editor: the command says what it does
-        cmd = str(args.get("command", ""))
-        return {"view": "read", "create": "write"}.get(cmd, "edit")
-    if tool in _READ_TOOLS:
-        return "read"
-    if tool in _WRITE_TOOLS:
-        return "write"
-    if tool in _EDIT_TOOLS:
-        return "edit"
-    if tool in _SEARCH_TOOLS:
-        return "search"
-    return "command"
-
-
 def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
     """The record of one turn (pure: the same messages give the same record)."""
     user_texts: list[str] = []
@@ -275,21 +173,21 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
             raw = canonical_json({"command": action})
             calls.append((OBSERVATION_TOOL, {"command": action}, raw))
             intent.append(action)
-    kinds = {_kind(n, a) for n, a, _ in calls}
+    kinds = {call_kind(n, a) for n, a, _ in calls}
     kind = kinds.pop() if len(kinds) == 1 else ("command" if kinds else "none")
     paths_set: set[str] = set()
     whole = kind in ("read", "write")
     for n, a, _ in calls:
-        if _norm_tool(n) in _SHELL_TOOLS and isinstance(a.get("command"), str):
-            _, path, whole_cmd = _shell(a["command"])
+        if norm_tool(n) in SHELL_TOOLS and isinstance(a.get("command"), str):
+            _, path, whole_cmd = shell_action(a["command"])
             whole = whole and whole_cmd
         else:
-            path = _path_of(a)
-            whole = whole and not any(a.get(key) for key in _RANGE_KEYS)
+            path = path_of(a)
+            whole = whole and not any(a.get(key) for key in RANGE_KEYS)
         if path:
             paths_set.add(path)
     paths = tuple(sorted(paths_set))
-    call_key = canonical_json([[_norm_tool(n), a if a else raw] for n, a, raw in calls])
+    call_key = canonical_json([[norm_tool(n), a if a else raw] for n, a, raw in calls])
     result_text = "\n".join(results)
     # What the bundle introduced: the refs in its results and, for a read or a whole write,
     # the file itself (a later mention of it uses this bundle). An edit or a search that
@@ -316,8 +214,8 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
         failed=any(FAILED_RE.match(r) for r in results),
         repeat=any(DEDUP_NOTE in r or RESHOWN_NOTE in r for r in results),
         tokens=tokens,
-        closes=any(closing_action(_norm_tool(n), _command_of(a, raw)) for n, a, raw in calls),
-        authored=kind == "write" and all(_authored(n, a) for n, a, _ in calls),
+        closes=any(closing_action(norm_tool(n), _command_of(a, raw)) for n, a, raw in calls),
+        authored=kind == "write" and all(authored_write(n, a) for n, a, _ in calls),
     )
 
 

@@ -11,6 +11,7 @@ from builders import DictArchive, Session
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tokenpilot.call_kinds import shell_action
 from tokenpilot.errors import ConfigError
 from tokenpilot.estimator import OfflineEstimator
 from tokenpilot.lifecycle import Lifecycle, LifecycleConfig
@@ -18,7 +19,6 @@ from tokenpilot.pairing import validate_pairing
 from tokenpilot.segments import (
     SegmentRules,
     WindowRule,
-    _shell,
     bundle_record,
     evictable_bundles,
     last_uses,
@@ -104,8 +104,8 @@ def test_an_append_or_a_partial_read_or_an_edit_does_not_supersede_a_whole_write
         ("write", {"path": "src/other.py", "content": "v2"}, "ok"),  # another file
     ):
         assert 0 not in retired(written_twice(second), rules), second
-    assert _shell("echo x >> f.py") == ("write", "f.py", False)
-    assert _shell("cat > f.py << 'EOF'\nx\nEOF") == ("write", "f.py", True)
+    assert shell_action("echo x >> f.py") == ("write", "f.py", False)
+    assert shell_action("cat > f.py << 'EOF'\nx\nEOF") == ("write", "f.py", True)
 
 
 def test_a_programs_output_sent_to_a_file_is_left_to_the_other_rules():
@@ -234,7 +234,7 @@ def test_young_bundles_are_never_retired():
     ],
 )
 def test_shell_commands_are_classified(command, want):
-    assert _shell(command) == want
+    assert shell_action(command) == want
 
 
 # ---------------------------------------------------------------------------
