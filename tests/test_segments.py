@@ -122,15 +122,6 @@ def test_a_programs_output_sent_to_a_file_is_left_to_the_other_rules():
     )
 
 
-def test_an_append_does_not_supersede_a_read():
-    s = Session()
-    s.user("look")
-    s.call("read", {"path": "a.py"}, BIG)
-    s.call("bash", {"command": "echo 'y = 2' >> a.py"}, "")
-    filler(s, 4)
-    assert 0 not in retired(s, SegmentRules(stale_after_turns=None))
-
-
 def test_rules_from_a_newer_state_load_with_the_unknown_rule_skipped():
     d = {**SegmentRules(stale_after_turns=5).to_dict(), "a_rule_of_a_later_version": True}
     assert SegmentRules.from_dict(d) == SegmentRules(stale_after_turns=5)
@@ -172,11 +163,18 @@ def test_a_deduplicated_repeat_supersedes_nothing():
     assert 0 not in retired(s, SegmentRules(stale_after_turns=None))
 
 
-def test_a_failed_reread_supersedes_nothing():
+@pytest.mark.parametrize(
+    "second",
+    [
+        ("read", {"path": "a.py"}, "Error: file is locked"),  # a failed re-read
+        ("bash", {"command": "echo 'y = 2' >> a.py"}, ""),  # an append: the read's text still stands
+    ],
+)
+def test_a_failed_reread_or_an_append_supersedes_nothing(second):
     s = Session()
     s.user("look")
     s.call("read", {"path": "a.py"}, BIG)
-    s.call("read", {"path": "a.py"}, "Error: file is locked")
+    s.call(*second)
     filler(s, 4)
     assert 0 not in retired(s, SegmentRules(stale_after_turns=None))
 
