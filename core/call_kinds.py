@@ -88,7 +88,7 @@ def shell_action(command: str) -> tuple[str, str | None, bool]:
     cmd = _LEADING_CD.sub("", command.strip(), count=1)
     if not cmd or "\n" in cmd.split("<<", 1)[0]:
         return "command", None, False
-    m = _REDIRECT.search(cmd.split("<<", 1)[0])
+    m = _REDIRECT.search(cmd.split("<<", 1)[0]) or _REDIRECT.search(_after_heredoc_word(cmd))
     if m and m.group(1) not in ("/dev/null",):
         return "write", m.group(1), ">>" not in m.group(0)  # an append writes nothing whole
     try:
@@ -110,15 +110,32 @@ def shell_action(command: str) -> tuple[str, str | None, bool]:
     return "command", None, False
 
 
+# The heredoc's delimiter word (`EOF`, `'EOF'`, `"EOF"`, `-EOF`) right after `<<`.
+_HEREDOC_WORD = re.compile(r"^-?\s*(?:'[^'\n]*'|\"[^\"\n]*\"|[^\s;|&<>]+)")
+
+
+def _after_heredoc_word(cmd: str) -> str:
+    """The rest of a heredoc's first line after its delimiter word (`cat <<'EOF' > f`
+    redirects there), or "" when the first line opens no heredoc."""
+    first = cmd.split("\n", 1)[0]
+    if "<<" not in first:
+        return ""
+    rest = first.split("<<", 1)[1]
+    return _HEREDOC_WORD.sub("", rest, count=1)
+
+
 def authored_write(name: str, args: Mapping[str, Any]) -> bool:
     """Whether a write call carries the file's content in its own arguments: a write tool,
-    or a shell write from a heredoc, `echo` or `printf` (not a program's output sent to a
-    file, whose text the arguments do not hold)."""
+    or a shell write by `cat`/`tee` from a heredoc, or by `echo`/`printf`, with no pipe
+    on its first line (not a program's output sent to a file, whose text the arguments do
+    not hold: `run > f`, `cat << EOF | python > f`)."""
     if norm_tool(name) not in SHELL_TOOLS or not isinstance(args.get("command"), str):
         return True
     cmd = _LEADING_CD.sub("", args["command"].strip(), count=1)
     prog = cmd.split(None, 1)[0].rsplit("/", 1)[-1] if cmd else ""
-    return "<<" in cmd or prog in ("echo", "printf")
+    if "|" in cmd.split("\n", 1)[0]:
+        return False
+    return prog in ("echo", "printf") or (prog in ("cat", "tee") and "<<" in cmd)
 
 
 def call_kind(name: str, args: Mapping[str, Any]) -> str:

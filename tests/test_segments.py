@@ -108,6 +108,22 @@ def test_an_append_or_a_partial_read_or_an_edit_does_not_supersede_a_whole_write
     assert shell_action("cat > f.py << 'EOF'\nx\nEOF") == ("write", "f.py", True)
 
 
+def test_a_heredoc_that_redirects_after_its_word_is_a_write_and_a_piped_one_not_authored():
+    assert shell_action("cat <<'EOF' > src/b.py\nx > y\nEOF") == ("write", "src/b.py", True)
+    assert shell_action("cat <<-EOF >> src/b.py\n\tx\nEOF") == ("write", "src/b.py", False)
+    assert shell_action("python - <<'PY'\nprint(1 > 2)\nPY") == ("command", None, False)
+    later = ("bash", {"command": "cat <<'EOF' > src/b.py\nv2\nEOF"}, "")
+    assert (
+        rule_of(retired(written_twice(later), SegmentRules(stale_after_turns=None))[0]) == "superseded write"
+    )
+    piped = Session()
+    piped.user("generate it")
+    piped.call("bash", {"command": "cat << 'EOF' | python > src/b.py\nprint(1)\nEOF"}, "warning: x")
+    piped.call("write", {"path": "src/b.py", "content": "v2"}, "ok")
+    filler(piped, 4)
+    assert 0 not in retired(piped, SegmentRules(stale_after_turns=None))  # python wrote it, not the heredoc
+
+
 def test_a_programs_output_sent_to_a_file_is_left_to_the_other_rules():
     """`run > out.txt` writes out.txt whole, but its text is not in the arguments, and what
     the run printed beside it may still matter: a later write of the file does not retire it."""
