@@ -78,8 +78,9 @@ class SegmentRules:
     `min_age_turns`: no rule evicts a bundle younger than this many turns.
     `edit_supersedes_read`: a later edit of a file (not only a whole write) retires
     an earlier read of it; off by default: the agent quotes the unedited rest back.
-    `superseded_writes`: a whole write of a file goes once the file is written whole or
-    read whole again (last, so the fields before it keep their positions).
+    `superseded_writes`: a whole write of a file whose text is in its own arguments goes
+    once the file is written whole or read whole again (last, so the fields before it
+    keep their positions).
     """
 
     superseded_reads: bool = True
