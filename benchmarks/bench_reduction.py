@@ -14,6 +14,10 @@ exact; "not a file's text" also leaves out what the passes treat as a file's tex
 never fold: shell commands that print a source file (`cat x.py`, `sed -n 1,80p x.py`)
 and the echo of a write or an edit (see `tokenpilot.passes.folding.is_code_read`).
 
+Then, per content kind (`tokenpilot.passes.kinds`), the fidelity table: median size and
+the share of word 4-grams kept in order (median, p10, min), with the 130 web pages of
+../shared/html as the markup row (4-grams of each page's article).
+
 With `--halves`, the "not a file's text" rows are also given per half of each trace
 set's sessions (sorted by id: half A is the first half, B the rest), so a rule designed
 on one half can be checked on the other. With `--timing`, the median and p95 ms each
@@ -228,6 +232,55 @@ def measure_in_session(traces: Path, cfg: Config) -> dict[str, Row]:
     return rows
 
 
+def _restored(restore, text: str) -> str | None:  # noqa: ANN001
+    try:
+        return restore(text)
+    except ValueError:  # not a re-encoded JSON document
+        return None
+
+
+def fidelity(traces: Path, cfg: Config, pages: Path | None) -> list[str]:
+    """Per content kind (`tokenpilot.passes.kinds`): outputs, median size ratio, and the
+    share of word 4-grams kept (median, p10, min): of the original for tool outputs, of the
+    article (Readability's expected.html) for web pages. A pass that saves tokens by losing
+    content shows here, beside the size it saves."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from html_metrics import grams_kept, visible_text
+
+    from tokenpilot.passes.kinds import content_kind
+    from tokenpilot.passes.small_json import restore
+
+    sizes: dict[str, list[float]] = defaultdict(list)
+    kept: dict[str, list[float]] = defaultdict(list)
+    with tempfile.TemporaryDirectory() as tmp:
+        tp = TokenPilot(cfg, store=ArtifactStore(tmp), lifecycle=False)
+        for o in outputs(traces):
+            red = tp.reduce_tool_output(o.text, o.tool, o.arguments, session_id=o.session).text
+            kind = content_kind(o.text, o.tool, _args(o.arguments))
+            sizes[kind].append(len(red) / len(o.text))
+            lossless = red == o.text or _restored(restore, red) == o.text  # re-encoded JSON: all kept
+            kept[kind].append(1.0 if lossless else grams_kept(o.text, red))
+        for d in sorted(p for p in (pages.iterdir() if pages and pages.is_dir() else ()) if p.is_dir()):
+            src = (d / "source.html").read_text(encoding="utf-8", errors="surrogateescape")
+            article = visible_text(
+                (d / "expected.html").read_text(encoding="utf-8", errors="surrogateescape")
+            )
+            red = tp.reduce_tool_output(src, "web_fetch", "{}", session_id="pages").text
+            sizes["markup (web pages)"].append(len(red) / len(src))
+            kept["markup (web pages)"].append(1.0 if red == src else grams_kept(article, red))
+    lines = [
+        "| content kind | outputs | median size | 4-grams kept, median | p10 | min |",
+        "|---|---|---|---|---|---|",
+    ]
+    for kind in sorted(sizes):
+        k = sorted(kept[kind])
+        lines.append(
+            f"| {kind} | {len(k)} | {statistics.median(sizes[kind]):.3f} | {statistics.median(k):.3f} | "
+            f"{k[len(k) // 10]:.3f} | {k[0]:.3f} |"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("traces", nargs="?", type=Path, default=default_traces_dir())
@@ -273,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
             if below and key.startswith("tool") and rows[key].unchanged == len(rows[key].ratios):
                 continue  # under the gate, only the tools something happens to
             print(rows[key].line(key))
+    pages = args.traces.parent / "html" / "readability"
+    print(f"\nFidelity per content kind (outputs above {GATE:,} chars; web pages: {pages})\n")
+    print("\n".join(fidelity(args.traces, cfg, pages)))
     if args.timing:
         print(f"\nTime per output above {GATE:,} chars, each pass alone on the original\n")
         print("\n".join(timing(args.traces, cfg)))

@@ -16,25 +16,37 @@ from .compaction import COMPACTION_MARKERS
 from .errors import ConfigError
 from .stabilize import VolatilePattern
 
-# Order in which passes run on one tool output; any subset may be enabled.
+# The one order in which passes run on a tool output; any subset may be enabled. Each pass
+# runs only on the kinds of content it declares (`accepts`; `passes/kinds.py` tells an
+# output's kind once, before any pass runs), so the order is also the reason for it:
 PASS_ORDER = (
+    # 1. Markup becomes text first, and alone: a web page is shown as its text, with every
+    #    part a reader skips (navigation, share bars, hidden text) cut in place by a marker
+    #    that names the lines of the page text it stands for (`passes/page_text.py`). No
+    #    text pass ever reads raw markup: a fold of markup lines names lines the agent never
+    #    sees and hides the article from this pass. Its text is not folded again either: a
+    #    later fold's line numbers would name lines of no recallable text.
+    "html_slimming",
+    # 2. Inline images (data URIs) before anything measures the text.
     "image_downsample",
+    # 3. Line cuts, on the text as the tool returned it, so each fold names the original's
+    #    own lines (what `recall_artifact(start_line, end_line)` returns); at most one of
+    #    them applies, since a second would number the first one's result.
     "json_arrays",
     "diff_folding",
     "search_listing",
     "log_folding",
-    "html_slimming",
+    # 4. Layout: rewrites of the kept lines that change no word.
     "json_minify",
     "format_cleaning",
     "line_number_strip",
     "format_slimming",
     "path_truncation",
+    # 5. The last resort, on the original: head and tail of its own bytes and lines.
     "truncate",
 )
 
-# Passes that cut whole lines of the original and name their line range: they run first,
-# on the text as the tool returned it, and at most one of them applies to an output (a
-# second would number the first one's result, not the original).
+# Passes that cut whole lines of the original and name their line range (step 3 above).
 CONTENT_PASSES = frozenset({"json_arrays", "diff_folding", "search_listing", "log_folding"})
 
 # A file read is what the agent will quote back in an edit: keep its text exact
@@ -54,12 +66,12 @@ BULKY_TOOL_FAMILIES = frozenset(
 )
 
 DEFAULT_PASSES = (
+    "html_slimming",
     "image_downsample",
     "json_arrays",
     "diff_folding",
     "search_listing",
     "log_folding",
-    "html_slimming",
     "json_minify",
     "format_cleaning",
     "line_number_strip",

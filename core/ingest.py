@@ -249,7 +249,8 @@ def ingest_tool_result(
         )
         return _done(msg, out, aid, ("repeated_read_dedup",), raw_chars, "dedup", state, tool)
 
-    out, applied = pipeline.reduce_text(text, ctx)
+    reduced = pipeline.reduce_text(text, ctx)
+    out, applied = reduced.text, reduced.passes
     note = ""
     if len(out) > cfg.hard_limit_chars:
         out = preview(
@@ -274,6 +275,8 @@ def ingest_tool_result(
         )
     again = reshown(final)
     put(original)
+    for whole in reduced.stored:  # what the markers name, stored before the text names it
+        put(whole)
     return _done(
         msg,
         final if again is None else again,
@@ -398,16 +401,18 @@ def _ingest_parts(
     gated = state.recall_counts.get(state.artifact_sources.get(aid, ""), 0) > cfg.recall_gate_tau
     out_parts: list[Any] = []
     applied: list[str] = []
+    stored: tuple[str, ...] = ()
     for part in parts:
         new = part
         if not gated and isinstance(part, Mapping):
             if part.get("type") == "text" and isinstance(part.get("text"), str):
                 text = part["text"]
                 if total >= cfg.trigger_min_chars and len(text) > cfg.max_tool_chars:
-                    reduced, names = pipeline.reduce_text(text, ctx)
-                    if names:
-                        new = {**part, "text": reduced}
-                        applied += [n for n in names if n not in applied]
+                    reduced = pipeline.reduce_text(text, ctx)
+                    if reduced.passes:
+                        new = {**part, "text": reduced.text}
+                        applied += [n for n in reduced.passes if n not in applied]
+                        stored += reduced.stored
             elif part.get("type") == "image_url" and pipeline.image_enabled(ctx.tool_name):
                 new = safe_image(part, ctx, pipeline)
                 if new is not part and "image_downsample" not in applied:
@@ -424,6 +429,8 @@ def _ingest_parts(
         state.seen_outputs.setdefault(aid, ctx.tool_name)
         return Ingested(dict(msg), None, (), len(original), len(original), "not_smaller" if applied else "")
     put(original)
+    for whole in stored:
+        put(whole)
     return _done(msg, out_parts, aid, tuple(applied), len(original), "", state, ctx.tool_name)
 
 

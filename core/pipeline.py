@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import CONTENT_PASSES, PASS_ORDER, Config
-from .passes.base import PassContext, ReductionPass
+from .passes.base import MARKUP, PassContext, ReductionPass
 from .passes.diff_folding import DiffFolding
 from .passes.folding import is_code_read
 from .passes.format_cleaning import FormatCleaning
@@ -19,6 +19,7 @@ from .passes.html import HtmlSlimming
 from .passes.images import ImageDownsample
 from .passes.json_arrays import JsonArrays
 from .passes.json_minify import JsonMinify
+from .passes.kinds import content_kind
 from .passes.line_numbers import LineNumberStrip
 from .passes.log_folding import LogFolding
 from .passes.paths import PathTruncation
@@ -27,7 +28,7 @@ from .passes.small_json import slim
 from .passes.tool_args import ToolArgTruncation
 from .passes.truncate import DEFAULT_LIMITS, Truncation, tool_family
 
-__all__ = ["Ingested", "Pipeline"]
+__all__ = ["Ingested", "Pipeline", "Reduced"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,18 @@ class Ingested:
     raw_chars: int = 0
     chars: int = 0
     note: str = ""  # "dedup", "loop", "binary", "gated", "hard_limit", "not_smaller", "small_json" (re-encoded losslessly) or ""
+
+
+@dataclass(frozen=True, slots=True)
+class Reduced:
+    """A text through the passes: what the agent reads, the passes that changed it, its
+    content kind, and the texts its markers name that must be stored before it is used
+    (a web page's whole text, whose lines the page's cut markers name)."""
+
+    text: str
+    passes: tuple[str, ...] = ()
+    kind: str = ""
+    stored: tuple[str, ...] = ()
 
 
 class Pipeline:
@@ -80,10 +93,19 @@ class Pipeline:
         enabled = set(self.cfg.passes if names is None else names)
         return [(n, self._all[n]) for n in PASS_ORDER if n in enabled]
 
-    def reduce_text(self, text: str, ctx: PassContext) -> tuple[str, tuple[str, ...]]:
+    def kind(self, text: str, ctx: PassContext) -> str:
+        """The content kind of a tool output (`passes/kinds.py`), which picks its passes."""
+        return content_kind(text, ctx.tool_name, ctx.arguments)
+
+    def reduce_text(self, text: str, ctx: PassContext) -> Reduced:
+        """Run the passes of the tool's profile that accept the text's kind, in `PASS_ORDER`."""
+        kind = self.kind(text, ctx)
+        passes = [(n, p) for n, p in self.passes_for(ctx.tool_name) if kind in p.accepts]
+        if kind == MARKUP:
+            return self._page(text, ctx, dict(passes))
         source = text
         applied: list[str] = []
-        for name, p in self.passes_for(ctx.tool_name):
+        for name, p in passes:
             if name in CONTENT_PASSES and CONTENT_PASSES.intersection(applied):
                 continue  # its line numbers would not be the original's
             try:
@@ -94,10 +116,28 @@ class Pipeline:
                 if name == "truncate" and text is not source:
                     # Still too long after the other passes: preview the original itself, so
                     # the kept head and tail are its bytes and the marker's lines are its lines.
-                    return p.apply(source, ctx), ("truncate",)
+                    return Reduced(p.apply(source, ctx), ("truncate",), kind)
                 applied.append(name)
                 text = out
-        return text, tuple(applied)
+        return Reduced(text, tuple(applied), kind)
+
+    def _page(self, text: str, ctx: PassContext, passes: dict[str, ReductionPass]) -> Reduced:
+        """Markup: the page as text (cuts marked in place, the tool's truncation limit
+        applied to that text), or, when it cannot be rendered, only truncation."""
+        html, truncate = passes.get("html_slimming"), passes.get("truncate")
+        limit = truncate.limit_for(ctx.tool_name) if isinstance(truncate, Truncation) else None
+        page = html.page(text, ctx, limit) if isinstance(html, HtmlSlimming) else None
+        if page is not None:
+            shown, whole = page.shown(limit)
+            return Reduced(shown, ("html_slimming",), MARKUP, (whole,) if whole is not None else ())
+        if truncate is not None:
+            try:
+                out = truncate.apply(text, ctx)
+            except Exception:
+                out = text
+            if out is not text and out != text:
+                return Reduced(out, ("truncate",), MARKUP)
+        return Reduced(text, (), MARKUP)
 
     def slim_json(self, text: str, ctx: PassContext) -> str | None:
         """A JSON output re-encoded losslessly (`small_json_minify`, `small_json_rows`; see

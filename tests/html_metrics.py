@@ -70,3 +70,17 @@ def retention(reference_words: list[str], output_words: list[str]) -> float:
     if not reference_words:
         return 1.0
     return lcs_length(reference_words, output_words) / len(reference_words)
+
+
+def grams_kept(reference: str, output: str) -> float:
+    """Share of the reference text's word 4-grams the output still has, in order (exact LCS
+    over 4-grams): a word lost or a link spelled out mid-sentence breaks the 4-grams around it,
+    a change of layout does not. 1.0 for a reference of under four words."""
+    ref = _grams(words(reference))
+    if not ref:
+        return 1.0
+    return lcs_length(ref, _grams(words(output))) / len(ref)
+
+
+def _grams(ws: list[str]) -> list[str]:
+    return [" ".join(ws[i : i + 4]) for i in range(max(0, len(ws) - 3))]

@@ -17,7 +17,16 @@ from tokenpilot.passes.base import PassContext, ReductionPass
 from tokenpilot.passes.html import HtmlSlimming, looks_like_html
 
 CTX = PassContext(tool_name="web_fetch", artifact_id="art-1")
-SLIM = HtmlSlimming(min_chars=0)  # most fixtures below are small
+# Most fixtures below are small; their links are written inline, where a test reads them.
+SLIM = HtmlSlimming(min_chars=0, list_links=False)
+
+
+def article(doc: str, slim: HtmlSlimming = SLIM, ctx: PassContext = CTX) -> str:
+    """What the pass classes as the page's article: its lines that are not cut. (What it
+    shows also keeps a cut too short for a marker; tests/test_contract_pages.py checks that.)"""
+    got = slim.page(doc, ctx)
+    assert got is not None
+    return "\n".join(line for line, why in zip(got.lines, got.reasons) if why is None)
 
 
 def page(body: str, head: str = "<title>A page</title>") -> str:
@@ -62,7 +71,7 @@ def test_is_a_reduction_pass() -> None:
 
 
 def test_renders_markdownish_text() -> None:
-    out = SLIM.apply(ARTICLE, CTX)
+    out = article(ARTICLE)
     assert out == (
         "# Main Heading\n"
         "First bold paragraph, with a [useful link](https://other.org/page?id=3).\n"
@@ -81,7 +90,7 @@ def test_renders_markdownish_text() -> None:
 
 
 def test_drops_invisible_and_chrome() -> None:
-    out = SLIM.apply(ARTICLE, CTX)
+    out = article(ARTICLE)
     for gone in (
         "script text",
         "color",
@@ -105,7 +114,7 @@ def test_drops_invisible_and_chrome() -> None:
 def test_pure_and_deterministic() -> None:
     a = SLIM.apply(ARTICLE, CTX)
     b = SLIM.apply(ARTICLE, CTX)
-    c = HtmlSlimming(min_chars=0).apply(ARTICLE, PassContext())
+    c = HtmlSlimming(min_chars=0, list_links=False).apply(ARTICLE, PassContext())
     assert a == b == c
     assert isinstance(a, str)
 
@@ -179,13 +188,18 @@ def test_skip_tools() -> None:
     assert SLIM.apply(ARTICLE, PassContext(tool_name="WebFetch")) != ARTICLE
     assert SLIM.apply(ARTICLE, PassContext()) != ARTICLE
     everything = HtmlSlimming(min_chars=0, skip_tools=frozenset())
-    assert everything.apply(ARTICLE, PassContext(tool_name="read_file")).startswith("# Main Heading")
+    assert article(ARTICLE, everything, PassContext(tool_name="read_file")).startswith("# Main Heading")
 
 
 def test_keep_links() -> None:
     doc = page('<p>See <a href="https://docs.example.org/guide">the guide</a> now.</p>')
     assert "See [the guide](https://docs.example.org/guide) now." in SLIM.apply(doc, CTX)
     assert "See the guide now." in HtmlSlimming(min_chars=0, keep_links=False).apply(doc, CTX)
+    # Listed (the default): the sentence reads as it does on the page; the link follows it.
+    listed = HtmlSlimming(min_chars=0).page(doc, CTX)
+    assert listed is not None
+    assert listed.lines[-2:] == ("See the guide now.", "- the guide: https://docs.example.org/guide")
+    assert listed.reasons[-2:] == (None, "links")
 
 
 def test_max_href_chars() -> None:
@@ -197,7 +211,7 @@ def test_max_href_chars() -> None:
 
 def test_drop_chrome() -> None:
     doc = page("<nav>Top menu</nav><p>Body text.</p><footer>Legal stuff</footer>")
-    assert SLIM.apply(doc, CTX) == "# A page\nBody text."
+    assert article(doc) == "# A page\nBody text."
     kept = HtmlSlimming(min_chars=0, drop_chrome=False).apply(doc, CTX)
     assert kept == "# A page\nTop menu\nBody text.\nLegal stuff"
 
@@ -227,7 +241,7 @@ def test_article_inside_chrome_named_wrapper_is_kept() -> None:
         '<div id="menu"><article><p>' + "story " * 5 + "</p></article></div>"
         '<div class="sidebar"><article><p>card</p></article></div>' + "<p>" + "more " * 10 + "</p>"
     )
-    out = SLIM.apply(doc, CTX)
+    out = article(doc)
     assert "story story" in out
     assert "card" not in out  # a small card in a sidebar is still chrome
 
@@ -242,7 +256,7 @@ def test_densest_paragraphs_are_never_chrome() -> None:
         + "</p></div>"
         '<div class="related"><p>Other story</p></div>' + "<div>" + "other text " * 60 + "</div>"
     )
-    out = SLIM.apply(doc, CTX)
+    out = article(doc)
     assert "first para" in out and "second para" in out
     assert "Other story" not in out
 
@@ -254,7 +268,7 @@ def test_heading_slug_ids_and_inline_classes_are_not_chrome() -> None:
         '<div id="comments"><p>A reader comment.</p></div>'
         '<div id="respond"><p>Leave a reply</p></div>'
     )
-    out = SLIM.apply(doc, CTX)
+    out = article(doc)
     assert "Sharing is the topic." in out
     assert "I prefer not to." in out
     assert "A reader comment." in out
@@ -263,7 +277,8 @@ def test_heading_slug_ids_and_inline_classes_are_not_chrome() -> None:
 
 def test_hidden_classes_and_hidden_wrappers() -> None:
     doc = page('<p>Shown.</p><div class="hidden">Secret</div><span class="visually-hidden">Skip</span>')
-    assert SLIM.apply(doc, CTX) == "# A page\nShown."
+    # A short hidden inline element stays as text: its marker would be longer than it.
+    assert article(doc) == "# A page\nShown.\nSkip"
     # A page hidden until a script reveals it: the article survives.
     doc = page('<div style="display:none"><article><p>' + "real text " * 5 + "</p></article></div>")
     assert "real text" in SLIM.apply(doc, CTX)
@@ -271,16 +286,17 @@ def test_hidden_classes_and_hidden_wrappers() -> None:
     doc = page(
         '<div aria-hidden="true"><p>' + "page text " * 20 + '</p></div><div role="dialog">Sign up</div>'
     )
-    out = SLIM.apply(doc, CTX)
+    out = article(doc)
     assert "page text" in out and "Sign up" not in out
 
 
 # -- structure ----------------------------------------------------------------------------
 
 
-def test_whitespace_collapsed_and_repeats_deduped() -> None:
+def test_whitespace_collapsed_and_repeats_kept() -> None:
+    # A page that says a thing twice says it twice: a dropped repeat would be lost unmarked.
     doc = page("<p>  a \n\t b  </p><p>same</p><p>same</p><div>same</div><p>other</p><p>same</p>")
-    assert SLIM.apply(doc, CTX) == "# A page\na b\nsame\nother\nsame"
+    assert SLIM.apply(doc, CTX) == "# A page\na b\nsame\nsame\nsame\nother\nsame"
 
 
 def test_layout_tables_render_as_blocks_data_tables_as_rows() -> None:

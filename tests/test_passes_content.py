@@ -15,6 +15,7 @@ import sys
 
 import pytest
 from conftest import REPO, shared_path
+from contract import line_key as _key
 
 from tokenpilot import TokenPilot
 from tokenpilot.artifacts import ArtifactStore
@@ -24,17 +25,7 @@ from tokenpilot.passes.small_json import restore
 sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_reduction import outputs  # noqa: E402
 
-_NUMBER = re.compile(r"^[ \t]*\d{1,9}(?:→|\t|:|\s?\|)")
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
-_RULE = re.compile(r"([-=*~#.─━═_])\1{3,}")
-_SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w")  # a line without one (a border, a rule) is layout: format_slimming may drop it
-
-
-def _key(line: str) -> str:
-    """A line as the layout passes may show it (they change layout, never words)."""
-    s = _ANSI.sub("", _NUMBER.sub("", line, count=1))
-    return _RULE.sub(r"\1\1\1", _SPACE.sub("", s)).replace("|", "")
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,19 @@ from typing import Any, Protocol, runtime_checkable
 PREVIEW_HEAD = 600
 PREVIEW_TAIL = 400
 
+# The kinds of content a pass may accept (`ReductionPass.accepts`; `kinds.content_kind`
+# tells which one an output is).
+MARKUP = "markup"  # an HTML page or fragment
+JSON = "json"  # a JSON document or JSON lines
+DIFF = "diff"  # a unified diff (with or without a commit's header)
+CODE = "code"  # a file's text, read to be quoted back in an edit
+LISTING = "listing"  # search hits, file listings
+LOG = "log"  # a log, a build or a test run, a command's output
+PROSE = "prose"  # anything else: words
+ALL_KINDS = frozenset({MARKUP, JSON, DIFF, CODE, LISTING, LOG, PROSE})
+LINE_KINDS = ALL_KINDS - {MARKUP}
+"""Text whose lines are what the agent reads: markup's lines are not (its text is)."""
+
 
 @dataclass(frozen=True, slots=True)
 class PassContext:
@@ -33,6 +46,8 @@ class PassContext:
 @runtime_checkable
 class ReductionPass(Protocol):
     name: str
+    accepts: frozenset[str]
+    """The content kinds this pass may run on; the pipeline runs it on no other."""
 
     def apply(self, text: str, ctx: PassContext) -> str: ...
 

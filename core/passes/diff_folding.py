@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .base import PassContext
+from .base import LINE_KINDS, PassContext
 from .folding import fold_runs, original_lines
 
 __all__ = ["DiffFolding"]
@@ -27,6 +27,7 @@ class DiffFolding:
     """Fold runs of unchanged context lines inside the hunks of a unified diff."""
 
     name: ClassVar[str] = "diff_folding"
+    accepts: ClassVar[frozenset[str]] = LINE_KINDS  # a diff alone, in a commit, or in any run
 
     keep_context: int = 3
     """Unchanged lines kept next to each change (git's default context)."""

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .base import PassContext
+from .base import LINE_KINDS, PassContext
 
 __all__ = ["FormatCleaning"]
 
@@ -88,15 +88,19 @@ class FormatCleaning:
     """Strip terminal noise (escapes, redraws, invisible characters, blank runs) from an output."""
 
     name: ClassVar[str] = "format_cleaning"
+    accepts: ClassVar[frozenset[str]] = LINE_KINDS
 
     fix_surrogates: bool = True
     """Join split surrogate pairs and replace lone surrogates (from `surrogateescape` decoding) by
     U+FFFD: they cannot be encoded as UTF-8, so the request carrying them would fail later."""
     strip_ansi: bool = True
     """Remove ANSI / VT100 escape sequences: colours, cursor moves, OSC titles and hyperlinks."""
-    resolve_carriage_returns: bool = True
+    resolve_carriage_returns: bool = False
     """Keep only the last non-empty `\\r`-separated segment of a line (progress-bar redraws);
-    `\\r\\n` line ends become `\\n`."""
+    `\\r\\n` line ends become `\\n`. Off by default: `recall_artifact` counts each `\\r`
+    segment as a line, and this drops the redrawn ones with no marker where they were (the
+    end-to-end contract, tests/contract.py); log folding folds long runs of alike redraws
+    with one."""
     strip_invisible: bool = True
     """Remove zero-width spaces, BOMs, soft hyphens and control characters other than tab and
     newline; backspace overstrike (`man` bold/underline) keeps the visible letter."""

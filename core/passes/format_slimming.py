@@ -34,7 +34,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .base import PassContext
+from .base import LINE_KINDS, PassContext
 
 __all__ = ["FormatSlimming"]
 
@@ -86,6 +86,7 @@ class FormatSlimming:
     """Remove layout padding (table cell padding, long rules, borders, common indentation)."""
 
     name: ClassVar[str] = "format_slimming"
+    accepts: ClassVar[frozenset[str]] = LINE_KINDS
 
     table_padding: bool = True
     """Collapse the padding of markdown table cells: `|  a   |  b  |` -> `| a | b |`."""

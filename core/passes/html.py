@@ -20,8 +20,9 @@ from typing import ClassVar
 
 from selectolax.lexbor import LexborHTMLParser
 
-from .base import PassContext
-from .html_render import Renderer, page_urls
+from .base import MARKUP, PassContext
+from .html_render import CUT_MARK, INLINE_TAGS, Renderer, page_urls
+from .page_text import PageText
 from .truncate import tool_family
 
 __all__ = ["HtmlSlimming", "looks_like_html"]
@@ -69,9 +70,59 @@ _CHROME_TAG_SELECTOR = (
     "[role='complementary' i], [role='search' i], [role='dialog' i], [role='alertdialog' i], "
     "[role='menu' i], [role='menubar' i]"
 )
-_CHROME_TAGS = frozenset({"nav", "footer", "aside", "form", "dialog", "menu"})
-_CHROME_ROLES = frozenset(
-    {"navigation", "contentinfo", "complementary", "search", "dialog", "alertdialog", "menu", "menubar"}
+# What a cut says it was, so the agent can tell whether to recall it.
+_TAG_KINDS = {
+    "nav": "navigation",
+    "footer": "footer",
+    "aside": "sidebar",
+    "form": "form",
+    "dialog": "dialog",
+    "menu": "menu",
+}
+_ROLE_KINDS = {
+    "navigation": "navigation",
+    "contentinfo": "footer",
+    "complementary": "sidebar",
+    "search": "search form",
+    "dialog": "dialog",
+    "alertdialog": "dialog",
+    "menu": "menu",
+    "menubar": "menu",
+}
+_CHROME_TAGS = frozenset(_TAG_KINDS)
+_CHROME_ROLES = frozenset(_ROLE_KINDS)
+# The first stem a matched class/id word starts with names its kind.
+_NAME_KINDS = (
+    ("shar", "share buttons"),
+    ("social", "share buttons"),
+    ("advert", "ads"),
+    ("ad", "ads"),
+    ("sponsor", "ads"),
+    ("promo", "promotions"),
+    ("outbrain", "recommended links"),
+    ("taboola", "recommended links"),
+    ("most", "recommended links"),
+    ("trending", "recommended links"),
+    ("popular", "recommended links"),
+    ("recommend", "recommended links"),
+    ("related", "related links"),
+    ("sidebar", "sidebar"),
+    ("breadcrumb", "breadcrumbs"),
+    ("cookie", "cookie notice"),
+    ("gdpr", "cookie notice"),
+    ("consent", "cookie notice"),
+    ("newsletter", "newsletter sign-up"),
+    ("subscribe", "newsletter sign-up"),
+    ("comment", "comment form"),
+    ("respond", "comment form"),
+    ("reply", "comment form"),
+    ("popup", "pop-up"),
+    ("modal", "pop-up"),
+    ("skip", "skip links"),
+    ("nav", "navigation"),
+    ("topnav", "navigation"),
+    ("subnav", "navigation"),
+    ("menu", "menu"),
 )
 # Chrome by class/id. The CSS pre-filter (substring, in C) finds candidates; _CHROME_NAME decides.
 # Every word _CHROME_NAME can match contains one of these.
@@ -110,13 +161,6 @@ _SHOWN_AT_WIDTH = re.compile(
 # Ids are often slugs of a heading ("sharing-with-a-single-developer"): only short ones count.
 _ID_MAX_TOKENS = 3
 _ID_SPLIT = re.compile(r"[\s_-]+")
-# Never dropped for their class/id: inline text ("<a class=popup>Prefer</a>" sits mid-sentence).
-_INLINE_TAGS = frozenset(
-    (
-        "a span em strong b i u s small abbr cite code sup sub mark q font time label var kbd "
-        "samp del ins dfn bdi bdo"
-    ).split()
-)
 # The element that holds the article, when the page says so; chrome may not contain it.
 _MAIN_SELECTOR = "main, [role='main' i], [itemprop='articleBody' i]"
 _MAX_ARTICLES = 64
@@ -152,6 +196,7 @@ class HtmlSlimming:
     """
 
     name: ClassVar[str] = "html_slimming"
+    accepts: ClassVar[frozenset[str]] = frozenset({MARKUP})
 
     min_chars: int = 512
     """Shorter inputs come back unchanged: a small fragment costs few tokens, and its markup
@@ -168,6 +213,11 @@ class HtmlSlimming:
     first link to that URL on the page (later ones are plain text). Tracking parameters
     (utm_*, fbclid, ...) are removed, and links to the page's own site (known from `<base>`,
     the canonical link or og:url) are written as `/path`."""
+    list_links: bool = True
+    """With `keep_links`, list the links after the page's text (`- label: URL` lines, one
+    marked cut the agent recalls when it wants to follow one) instead of writing them
+    inline: a URL inside a sentence splits it for the reader and costs more tokens than
+    the words around it."""
     max_href_chars: int = 200
     """Links with longer hrefs (redirectors, data blobs) keep only their text."""
     drop_chrome: bool = True
@@ -182,26 +232,34 @@ class HtmlSlimming:
     """Start with the document `<title>` as `# title`, unless the page's `<h1>` already says it."""
 
     def apply(self, text: str, ctx: PassContext) -> str:
-        """The slimmed page, or `text` itself when the pass does not apply or fails."""
+        """The slimmed page (cuts marked in place, see `page_text`), or `text` itself when
+        the pass does not apply or fails."""
+        page = self.page(text, ctx)
+        return text if page is None else page.shown()[0]
+
+    def page(self, text: str, ctx: PassContext, limit: int | None = None) -> PageText | None:
+        """The page as text, or None when the pass does not apply, fails, or what the agent
+        would be shown (with `limit`, see `PageText.shown`) is not shorter than `text`."""
         try:
             if not isinstance(text, str) or len(text) < self.min_chars or len(text) > self.max_input_chars:
-                return text
+                return None
             if self.skip_tools and ctx.tool_name:
                 tool = ctx.tool_name.strip().lower().replace("-", "_")
                 if tool in self.skip_tools or tool_family(tool) in self.skip_tools:
-                    return text
+                    return None
             if not looks_like_html(text) or _nesting_work(text) > _MAX_NESTING_WORK:
-                return text
-            out = self._render(text)
+                return None
+            page = self._render(text)
+            out = page.shown(limit)[0] if page is not None else ""
         except Exception:  # noqa: BLE001 - a reduction must never break a tool result
-            return text
+            return None
         if not out or len(out) >= len(text):
-            return text
-        return out
+            return None
+        return page
 
     # -- internals ---------------------------------------------------------------------
 
-    def _render(self, text: str) -> str:
+    def _render(self, text: str) -> PageText | None:
         try:
             tree = LexborHTMLParser(text)
         except UnicodeEncodeError:
@@ -220,26 +278,29 @@ class HtmlSlimming:
                 base, page = page_urls(head)
         body = tree.body
         if body is None:
-            return ""
+            return None
         # Remove what no reader sees first, so the text sizes below measure visible text.
         for node in body.css(_INVISIBLE_SELECTOR):
             node.decompose()
         guard = _Guard(body)
-        guard.drop(body.css(_HIDDEN_SELECTOR), named=False, sized=False)
+        guard.drop(body.css(_HIDDEN_SELECTOR), named=False, sized=False, why="hidden")
         guard.measure(body, self.chrome_max_share)
-        guard.drop(body.css(_ARIA_HIDDEN_SELECTOR), named=False, sized=True)
+        guard.drop(body.css(_ARIA_HIDDEN_SELECTOR), named=False, sized=True, why="hidden")
         if self.drop_chrome:
-            guard.drop(body.css(_CHROME_SELECTOR), named=True, sized=True)
+            guard.drop(body.css(_CHROME_SELECTOR), named=True, sized=True, why="")
         if title:
             # "Headline | Site" says nothing the page's own <h1> does not, once the h1 is shown.
             h1 = body.css_first("h1")
             h1_text = _WS.sub(" ", h1.text(deep=True)).strip().lower() if h1 is not None else ""
             if h1_text and h1_text in title.lower():
                 title = ""
-        lines = Renderer(self.keep_links, self.max_href_chars, base, page).run(body)
+        renderer = Renderer(self.keep_links, self.max_href_chars, base, page, guard.cuts, self.list_links)
+        lines = renderer.run(body)
+        reasons = renderer.reasons
         if title and (not lines or lines[0] != "# " + title):
             lines.insert(0, "# " + title)
-        return "\n".join(lines)
+            reasons.insert(0, None)
+        return PageText(tuple(lines), tuple(reasons))
 
 
 class _Guard:
@@ -252,13 +313,14 @@ class _Guard:
     `aria-hidden` while a modal is open may hold the whole page.
     """
 
-    __slots__ = ("body_id", "keep_ids", "limit", "budget")
+    __slots__ = ("body_id", "keep_ids", "limit", "budget", "cuts")
 
     def __init__(self, body) -> None:  # noqa: ANN001 - a LexborNode
         self.body_id = body.mem_id
         self.keep_ids: set[int] = set()  # the article holders and all their ancestors
         self.limit = 0.0
         self.budget = 4 * len(body.text(deep=True)) + 100_000  # bounds work on nested candidates
+        self.cuts: list[tuple[object, str]] = []  # (detached element, why), see html_render.CUT_MARK
         holders = body.css(_MAIN_SELECTOR)
         # Cards in a "related" rail are <article>s too: protect only the one with the most text.
         articles = body.css("article")[:_MAX_ARTICLES]
@@ -289,8 +351,9 @@ class _Guard:
                 self.keep_ids.add(n.mem_id)
                 n = n.parent
 
-    def drop(self, candidates: list, named: bool, sized: bool) -> None:
-        """Decompose each candidate that passes the guard.
+    def drop(self, candidates: list, named: bool, sized: bool, why: str) -> None:
+        """Take each candidate that passes the guard out of the page, leaving a mark where it
+        stood (the renderer shows its lines there as cut, with `why`, or the chrome's kind).
 
         `named`: candidates come from a loose pre-filter; check tag/role/class/id first.
         `sized`: also keep a candidate that holds more than the share of the page's text.
@@ -301,7 +364,8 @@ class _Guard:
             tag = node.tag
             if tag in ("body", "html"):
                 continue
-            if named and not _is_chrome(node, tag):
+            kind = _chrome_kind(node, tag) if named else why
+            if not kind:
                 continue
             if self.budget <= 0:
                 return  # pathological nesting: keep the rest rather than spend unbounded time
@@ -319,25 +383,32 @@ class _Guard:
                 self.budget -= size
                 if size > self.limit:
                     continue
-            node.decompose()
+            node.replace_with(f"{CUT_MARK}{len(self.cuts)}")
+            self.cuts.append((node, kind))
 
 
-def _is_chrome(node, tag: str) -> bool:  # noqa: ANN001 - a LexborNode
-    """Chrome by tag, ARIA role, or a class/id word (see _CHROME_NAME)."""
+def _chrome_kind(node, tag: str) -> str:  # noqa: ANN001 - a LexborNode
+    """What kind of chrome the element is, in words ("navigation", "share buttons"), by tag,
+    ARIA role, or a class/id word (see _CHROME_NAME); "" when it is not chrome."""
     if tag in _CHROME_TAGS:
-        return True
+        return _TAG_KINDS[tag]
     attrs = node.attributes
-    if (attrs.get("role") or "").strip().lower() in _CHROME_ROLES:
-        return True
+    role = (attrs.get("role") or "").strip().lower()
+    if role in _CHROME_ROLES:
+        return _ROLE_KINDS[role]
     cls = attrs.get("class") or ""
     if _HIDDEN_CLASS.search(cls) and not _SHOWN_AT_WIDTH.search(cls):
-        return True
-    if tag in _INLINE_TAGS:
-        return False
+        return "hidden"
+    if tag in INLINE_TAGS:
+        return ""
     ident = attrs.get("id") or ""
     if ident and len(_ID_SPLIT.split(ident.strip())) <= _ID_MAX_TOKENS:
         cls = f"{cls} {ident}"
-    return _CHROME_NAME.search(cls) is not None
+    m = _CHROME_NAME.search(cls)
+    if m is None:
+        return ""
+    word = m[0].strip(" \t_-").lower()
+    return next((kind for stem, kind in _NAME_KINDS if word.startswith(stem)), "site chrome")
 
 
 def _nesting_work(text: str) -> int:

@@ -43,6 +43,21 @@ _TRACKING = re.compile(
     r"utm_|fbclid$|gclid$|mc_[ce]id$|_ga$|_gl$|ncid$|cmpid$|ref_src$|igshid$|mkt_tok$", re.I
 )
 _EXIT = object()
+# The reason the listed links of a page carry (see `Renderer.listed`).
+LINKS = "links"
+# A text node that stands for a cut element: NUL never survives parsing into page text.
+CUT_MARK = "\x00"
+# Never dropped for their class/id: inline text ("<a class=popup>Prefer</a>" sits mid-sentence).
+INLINE_TAGS = frozenset(
+    (
+        "a span em strong b i u s small abbr cite code sup sub mark q font time label var kbd "
+        "samp del ins dfn bdi bdo"
+    ).split()
+)
+# A hidden inline element shorter than this ("(opens in a new tab)") stays in its sentence:
+# a marker would be longer than what it stands for.
+INLINE_CUT_CHARS = 200
+_CUT_IN_TEXT = re.compile("\x00(\\d+)")
 
 
 class Renderer:
@@ -69,9 +84,21 @@ class Renderer:
         "table_checks",
         "seen_hrefs",
         "flushes",
+        "cuts",
+        "cutting",
+        "reasons",
+        "listed",
     )
 
-    def __init__(self, keep_links: bool, max_href: int, base: str, page: str) -> None:
+    def __init__(
+        self,
+        keep_links: bool,
+        max_href: int,
+        base: str,
+        page: str,
+        cuts: list[tuple[object, str]] | None = None,
+        list_links: bool = False,
+    ) -> None:
         self.keep_links = keep_links
         self.max_href = max_href
         self.base = base  # what relative hrefs resolve against (<base href>), or ""
@@ -87,14 +114,22 @@ class Renderer:
         self.table_checks = 0
         self.seen_hrefs: set[str] = set()  # a URL is spelled out once; later links are plain text
         self.flushes = 0  # how many times `buf` was emptied: a link spanning one loses its markup
+        # Elements taken out of the page (hidden, chrome): (the detached node, why), each
+        # standing in the tree as a text node CUT_MARK + its index. Their lines are rendered
+        # in place like any other, each with the reason it is cut in `reasons` (None: kept).
+        self.cuts = cuts or []
+        self.cutting: str | None = None
+        self.reasons: list[str | None] = []
+        # With `list_links`, the shown text's links as "- label: URL" lines for the end of
+        # the page (None: written inline as [label](URL)).
+        self.listed: list[str] | None = [] if list_links else None
 
     def emit(self, line: str) -> None:
-        """Append a finished line (with any pending prefix), skipping a repeat of the last one."""
-        line = self.prefix + line
+        """Append a finished line (with any pending prefix). A repeat stays: a page that
+        says a thing twice says it twice, and a dropped line would be lost unmarked."""
+        self.lines.append(self.prefix + line)
         self.prefix = ""
-        lines = self.lines
-        if not lines or lines[-1] != line:
-            lines.append(line)
+        self.reasons.append(self.cutting)
 
     def flush(self) -> None:
         buf = self.buf
@@ -124,7 +159,9 @@ class Renderer:
             tag = node.tag
             if tag == "-text":
                 t = node.text_content
-                if t:
+                if t and t[0] == CUT_MARK:
+                    self._enter_cut(t, push)
+                elif t:
                     buf.append(t)
                 continue
             if tag is None or tag[0] == "-" or tag in _INVISIBLE_TAGS:
@@ -137,7 +174,7 @@ class Renderer:
                     continue
                 if tag == "pre":
                     if self.inline_depth:
-                        buf.append(node.text(deep=True))
+                        buf.append(_CUT_IN_TEXT.sub(self._cut_text, node.text(deep=True)))
                     else:
                         self._pre(node.text(deep=True))
                     continue
@@ -177,7 +214,36 @@ class Renderer:
                 push(c)
                 c = c.prev
         self.flush()
+        if self.listed:
+            self.cutting = LINKS
+            for row in self.listed:
+                self.emit(row)
+            self.cutting = None
         return self.lines
+
+    def _enter_cut(self, mark: str, push) -> None:  # noqa: ANN001
+        """Walk a cut element where it stood: its lines carry its reason. A small inline one
+        (a screen-reader label inside a sentence) stays part of its line, as text."""
+        try:
+            node, reason = self.cuts[int(mark[1:])]
+        except (ValueError, IndexError):
+            return
+        if self.cutting is None and node.tag in INLINE_TAGS and len(node.text(deep=True)) < INLINE_CUT_CHARS:
+            push(node)
+            return
+        if self.cutting is None:
+            self.flush()
+        push(("cut", self.cutting))
+        push(_EXIT)
+        push(node)
+        if self.cutting is None:
+            self.cutting = reason
+
+    def _cut_text(self, m: re.Match[str]) -> str:
+        try:
+            return self.cuts[int(m[1])][0].text(deep=True)
+        except (ValueError, IndexError):
+            return ""
 
     def _is_data_table(self, node) -> bool:  # noqa: ANN001 - a LexborNode
         """Data tables render as "a | b" rows; layout tables (blocks in cells) as blocks."""
@@ -189,7 +255,12 @@ class Renderer:
         return all(child.css_first(_LAYOUT_CELL_SELECTOR) is None for child in node.iter())
 
     def _exit(self, kind: str, data) -> None:  # noqa: ANN001
-        if kind == "block":
+        if kind == "cut":
+            if data is None:
+                self.flush()
+                self.prefix = ""
+            self.cutting = data
+        elif kind == "block":
             self.flush()
         elif kind == "item" or kind == "heading":
             if kind == "heading":
@@ -204,14 +275,19 @@ class Renderer:
                 return  # a block broke the link's text into lines: keep it as plain text
             raw = "".join(buf[start:])
             label = " ".join(raw.split())
-            if not label or href in self.seen_hrefs:
+            seen = self.seen_hrefs
+            key = href if self.cutting is None else "\x00" + href  # a cut link spells its URL too
+            if not label or key in seen:
                 return
             if _SCHEME.sub("", label).rstrip("/") == _SCHEME.sub("", href).rstrip("/"):
                 return  # the text already is the URL
-            self.seen_hrefs.add(href)
+            seen.add(key)
             origin = self.origin
             if origin and href[: len(origin) + 1].lower() == origin + "/":
                 href = href[len(origin) :]  # same site as the page: "/path" is enough
+            if self.listed is not None and self.cutting is None:
+                self.listed.append(f"- {label}: {href}")  # the sentence stays as it reads
+                return
             del buf[start:]
             lead = " " if raw[:1].isspace() else ""
             trail = " " if raw[-1:].isspace() else ""
@@ -257,11 +333,14 @@ class Renderer:
         return href
 
     def _pre(self, raw: str) -> None:
+        if CUT_MARK in raw:  # a cut element inside preformatted text: verbatim, like the rest
+            raw = _CUT_IN_TEXT.sub(self._cut_text, raw)
         body = raw.strip("\n")
         if not body.strip():
             return
         self.prefix = ""
         self.lines.append("```\n" + "\n".join(line.rstrip() for line in body.split("\n")) + "\n```")
+        self.reasons.append(self.cutting)
 
 
 def page_urls(head) -> tuple[str, str]:  # noqa: ANN001 - a LexborNode

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 from PIL import Image, ImageOps
 
-from .base import PassContext, recall_hint
+from .base import LINE_KINDS, PassContext, recall_hint
 
 __all__ = ["ImageDownsample", "downsample_data_uri", "downsample_image_part"]
 
@@ -75,6 +75,7 @@ class ImageDownsample:
     """Fit embedded images under byte limits; refuse bombs and undecodable data with a marker."""
 
     name: ClassVar[str] = "images"
+    accepts: ClassVar[frozenset[str]] = LINE_KINDS  # a page's images go with its markup
 
     max_bitmap_bytes: int = 100_000
     """Largest bitmap (decoded bytes) passed on as is; larger ones are re-encoded until they fit."""

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .base import PassContext
+from .base import JSON, PassContext
 from .folding import fold_marker
 
 __all__ = ["JsonArrays"]
@@ -129,6 +129,7 @@ class JsonArrays:
     """Keep the first and last of many like items in a JSON output; mark the rest for recall."""
 
     name: ClassVar[str] = "json_arrays"
+    accepts: ClassVar[frozenset[str]] = frozenset({JSON})
 
     min_items: int = 4
     """Fewest alike items in one array before any is left out (two are always kept)."""

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .base import PassContext
+from .base import JSON, PassContext
 
 __all__ = ["JsonMinify", "minify_json"]
 
@@ -70,6 +70,7 @@ class JsonMinify:
     """Minify an output that is one JSON document, or JSON Lines, when that saves enough."""
 
     name: ClassVar[str] = "json_minify"
+    accepts: ClassVar[frozenset[str]] = frozenset({JSON})  # a file's text (`cat x.json`) stays exact
 
     min_saving_ratio: float = 0.1
     """Use the minified text only when it is at least this share shorter (chars); else keep the original."""

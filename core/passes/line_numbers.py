@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .base import PassContext
+from .base import LINE_KINDS, PassContext
 
 __all__ = ["LineNumberStrip"]
 
@@ -41,6 +41,7 @@ class LineNumberStrip:
     """Strip consecutive line-number prefixes and put the range into a `[lines a-b]` header."""
 
     name: ClassVar[str] = "line_numbers"
+    accepts: ClassVar[frozenset[str]] = LINE_KINDS
 
     min_lines: int = 3
     """Fewest numbered lines worth stripping; fewer look like data that merely starts with a number."""

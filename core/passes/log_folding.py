@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .base import PassContext
+from .base import CODE, LINE_KINDS, PassContext
 from .folding import fold_runs, is_code_read, original_lines
 
 __all__ = ["LogFolding", "alike_key", "alike_keys"]
@@ -162,6 +162,7 @@ class LogFolding:
     """Fold runs of alike lines into a count and a recall range; errors and summaries stay whole."""
 
     name: ClassVar[str] = "log_folding"
+    accepts: ClassVar[frozenset[str]] = LINE_KINDS - {CODE}  # a file's text stays exact
 
     min_run: int = 6
     """Fewest alike lines in a row worth folding (shorter runs cost little and read better whole)."""

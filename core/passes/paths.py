@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .base import PassContext
+from .base import LINE_KINDS, PassContext
 
 __all__ = ["PathTruncation", "elide_path"]
 
@@ -100,6 +100,7 @@ class PathTruncation:
     """Elide the middle directories of file paths longer than `max_len` characters."""
 
     name: ClassVar[str] = "paths"
+    accepts: ClassVar[frozenset[str]] = LINE_KINDS
 
     max_len: int = 80
     """Paths longer than this are elided to (about) this length; the file name is always kept."""

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .base import PassContext
+from .base import CODE, LINE_KINDS, PassContext
 from .folding import fold_marker, is_code_read, marker_line, original_lines
 
 __all__ = ["SearchListing"]
@@ -81,6 +81,7 @@ class SearchListing:
     """Group `path:hit` lines and path listings by file or folder, each group with its count."""
 
     name: ClassVar[str] = "search_listing"
+    accepts: ClassVar[frozenset[str]] = LINE_KINDS - {CODE}  # a file's text stays exact
 
     min_group: int = 3
     """Fewest consecutive lines of one file (or folder) that are grouped."""

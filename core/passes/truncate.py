@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import ClassVar
 
-from .base import PREVIEW_HEAD, PREVIEW_TAIL, PassContext, preview
+from .base import ALL_KINDS, PREVIEW_HEAD, PREVIEW_TAIL, PassContext, preview
 
 __all__ = ["DEFAULT_LIMITS", "Truncation", "tool_family"]
 
@@ -63,6 +63,7 @@ class Truncation:
     """Keep head and tail of an output that is longer than its tool family allows."""
 
     name: ClassVar[str] = "truncate"
+    accepts: ClassVar[frozenset[str]] = ALL_KINDS  # the last resort for any content
 
     limits: Mapping[str, int | None] = field(default_factory=lambda: DEFAULT_LIMITS)
     """Character limit per tool name or family (case-insensitive); None means never truncate."""
