@@ -44,7 +44,7 @@ BUILD_LOG = (
 
 
 def test_cleaning_build_log() -> None:
-    out = FormatCleaning().apply(BUILD_LOG, CTX)
+    out = FormatCleaning(resolve_carriage_returns=True).apply(BUILD_LOG, CTX)
     assert out == (
         "Compiling foo v0.1.0 (/src/foo)\n"
         "Downloading 100%\n"
@@ -53,6 +53,13 @@ def test_cleaning_build_log() -> None:
         "error[E0308]: mismatched types\n"
         "Finished in 3.2s\n"
     )
+
+
+def test_redraws_are_kept_by_default() -> None:
+    # recall_artifact counts each \r segment as a line: dropping the redrawn ones would lose
+    # lines with no marker where they were (tests/contract.py)
+    out = FormatCleaning().apply("get 10%\rget 50%\rget 100%\ndone\n", CTX)
+    assert "get 10%" in out and "get 50%" in out
 
 
 def test_cleaning_is_a_reduction_pass_and_returns_same_object_when_clean() -> None:
@@ -252,6 +259,23 @@ def test_slimming_never_raises_and_is_idempotent(text: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(_ALPHABET, max_size=200))
 def test_cleaning_never_raises_and_output_is_encodable(text: str) -> None:
-    out = FormatCleaning().apply(text, CTX)
+    out = FormatCleaning(resolve_carriage_returns=True).apply(text, CTX)
     out.encode("utf-8")
     assert "\x1b" not in out and "\r" not in out
+
+
+def test_redraws_fold_into_a_marker_naming_the_original_lines() -> None:
+    from tokenpilot._canonical import artifact_id_for
+    from tokenpilot.passes.folding import parse_markers
+
+    frames = "".join(f"  downloading {'#' * (k // 4)}{'.' * (25 - k // 4)} {k}%\r" for k in range(100))
+    text = "start\n" + frames + "  downloading done 100%\nnext step\n"
+    aid = artifact_id_for(text)
+    out = FormatCleaning().apply(text, PassContext(tool_name="bash", artifact_id=aid))
+    ((marker_aid, start, end),) = parse_markers(out)
+    lines = text.splitlines(keepends=True)
+    assert marker_aid == aid and (start, end) == (2, 101)
+    assert "".join(lines[start - 1 : end]) == frames  # exactly the redraws: what a recall returns
+    assert out.endswith("  downloading done 100%\nnext step\n") and out.startswith("start\n")
+    # not the original (another pass ran first): its line numbers would not be the original's
+    assert FormatCleaning().apply(text, PassContext(tool_name="bash", artifact_id="art_x")) == text

@@ -15,7 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
+from .._canonical import artifact_id_for
 from .base import LINE_KINDS, PassContext
+from .folding import MARKER_WORTH, fold_marker
 
 __all__ = ["FormatCleaning"]
 
@@ -95,6 +97,12 @@ class FormatCleaning:
     U+FFFD: they cannot be encoded as UTF-8, so the request carrying them would fail later."""
     strip_ansi: bool = True
     """Remove ANSI / VT100 escape sequences: colours, cursor moves, OSC titles and hyperlinks."""
+    fold_redraws: bool = True
+    """A line redrawn with `\\r` (a progress bar) shows its last state; the redraws before
+    it become one marker, in their place, naming their lines of the original (each `\\r`
+    segment is a line to `recall_artifact`). Only on the original text (its id is the
+    context's artifact id), so the numbers are the original's; only where the redraws are
+    `MARKER_WORTH` times as long as the marker."""
     resolve_carriage_returns: bool = False
     """Keep only the last non-empty `\\r`-separated segment of a line (progress-bar redraws);
     `\\r\\n` line ends become `\\n`. Off by default: `recall_artifact` counts each `\\r`
@@ -119,6 +127,8 @@ class FormatCleaning:
             if not isinstance(text, str) or not text:
                 return text
             out = text
+            if self.fold_redraws and "\r" in out and ctx.artifact_id == artifact_id_for(text):
+                out = _fold_redraws(out, ctx.artifact_id)
             if self.fix_surrogates and _SURROGATE.search(out):
                 out = _fix_surrogates(out)
             if self.strip_ansi and ("\x1b" in out or "\x9b" in out):
@@ -139,6 +149,36 @@ class FormatCleaning:
             return text if out == text else out
         except Exception:
             return text
+
+
+def _fold_redraws(text: str, aid: str) -> str:
+    """Each run of `\\r`-ended lines (a line redrawn in place) up to its last non-blank
+    state: the earlier states become one fold marker naming their original lines."""
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    i = 0
+    changed = False
+    while i < len(lines):
+        if not lines[i].endswith("\r") or lines[i].endswith("\r\n"):
+            out.append(lines[i])
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and lines[j].endswith("\r") and not lines[j].endswith("\r\n"):
+            j += 1
+        end = min(j, len(lines) - 1)  # the group: lines i..end, the last one ends the line
+        last = max((k for k in range(i, end + 1) if lines[k].strip()), default=end)
+        if last > i:
+            marker = fold_marker(aid, i + 1, last, f"{last - i} progress redraws of the next line")
+            if sum(len(ln) for ln in lines[i:last]) >= MARKER_WORTH * len(marker):
+                out.append(marker + "\n")
+                out.extend(lines[last : end + 1])
+                i = end + 1
+                changed = True
+                continue
+        out.extend(lines[i : end + 1])
+        i = end + 1
+    return "".join(out) if changed else text
 
 
 def _strip_outer_blank_lines(text: str) -> str:
