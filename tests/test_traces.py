@@ -84,9 +84,12 @@ def test_every_shared_file_is_detected_by_content() -> None:
         try:
             formats[detect_format(path)] += 1
         except UnrecognizedTrace:
-            assert "openclaw_pinchbench" in path.parts and path.parent.name in ("reports", "logs")
+            # Codex CLI rollouts have no importer yet (issue #39 asks for one)
+            assert ("openclaw_pinchbench" in path.parts and path.parent.name in ("reports", "logs")) or (
+                path.parent.name == "codex_cli"
+            )
     assert formats == {
-        "claude_code": 18,
+        "claude_code": 18 + 7 + 8,  # spotter, mclaude, codemie (7 sessions and a subagent)
         "openclaw_pinchbench": 1,
         "mini_swe_agent": 18,
         "tau2": 3,
