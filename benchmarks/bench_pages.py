@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
+from contract import render_through_facade  # noqa: E402
 from html_metrics import grams_kept, visible_text  # noqa: E402
 
 from tokenpilot import TokenPilot  # noqa: E402
@@ -31,28 +32,6 @@ from tokenpilot.artifacts import ArtifactStore  # noqa: E402
 
 SHARED = Path(os.environ.get("TOKENPILOT_SHARED", REPO.parent / "shared"))
 CORPUS = SHARED / "html" / "readability"
-TOOLS = [{"type": "function", "function": {"name": "web_fetch", "parameters": {"type": "object"}}}]
-
-
-def rendered(tp: TokenPilot, name: str, html: str) -> str:
-    """The page as `prepare` sends it: the one tool message's content."""
-    messages = [
-        {"role": "user", "content": "Read this page."},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "c1",
-                    "type": "function",
-                    "function": {"name": "web_fetch", "arguments": json.dumps({"url": f"https://x/{name}"})},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "c1", "content": html},
-    ]
-    out = tp.prepare(messages, TOOLS, session_id=f"page-{name}")
-    return next(m["content"] for m in out.messages if m.get("role") == "tool")
 
 
 def measure() -> list[tuple[str, int, int, float, float]]:
@@ -64,7 +43,8 @@ def measure() -> list[tuple[str, int, int, float, float]]:
             article = visible_text(
                 (d / "expected.html").read_text(encoding="utf-8", errors="surrogateescape")
             )
-            out = rendered(tp, d.name, html)
+            args = json.dumps({"url": f"https://x/{d.name}"})
+            out = render_through_facade(tp, f"page-{d.name}", "web_fetch", args, html)
             kept = 1.0 if out == html else grams_kept(article, out)
             rows.append((d.name, len(html), len(out), len(out) / len(html), kept))
     return rows

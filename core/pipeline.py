@@ -45,13 +45,12 @@ class Ingested:
 
 @dataclass(frozen=True, slots=True)
 class Reduced:
-    """A text through the passes: what the agent reads, the passes that changed it, its
-    content kind, and the texts its markers name that must be stored before it is used
-    (a web page's whole text, whose lines the page's cut markers name)."""
+    """A text through the passes: what the agent reads, the passes that changed it, and the
+    texts its markers name that must be stored before it is used (a web page's whole text,
+    whose lines the page's cut markers name)."""
 
     text: str
     passes: tuple[str, ...] = ()
-    kind: str = ""
     stored: tuple[str, ...] = ()
 
 
@@ -93,16 +92,21 @@ class Pipeline:
         enabled = set(self.cfg.passes if names is None else names)
         return [(n, self._all[n]) for n in PASS_ORDER if n in enabled]
 
-    def kind(self, text: str, ctx: PassContext) -> str:
-        """The content kind of a tool output (`passes/kinds.py`), which picks its passes."""
-        return content_kind(text, ctx.tool_name, ctx.arguments)
-
     def reduce_text(self, text: str, ctx: PassContext) -> Reduced:
-        """Run the passes of the tool's profile that accept the text's kind, in `PASS_ORDER`."""
-        kind = self.kind(text, ctx)
+        """Run the passes of the tool's profile that accept the text's kind
+        (`passes/kinds.py`), in `PASS_ORDER`. Markup is shown as its page text when it can
+        be rendered (the tool's truncation limit applied to that text); otherwise only the
+        passes that accept markup besides the HTML pass (truncation) run on it."""
+        kind = content_kind(text, ctx.tool_name, ctx.arguments)
         passes = [(n, p) for n, p in self.passes_for(ctx.tool_name) if kind in p.accepts]
         if kind == MARKUP:
-            return self._page(text, ctx, dict(passes))
+            html = dict(passes).get("html_slimming")
+            if isinstance(html, HtmlSlimming):
+                slimmed = html.slim(text, ctx, self._limit(passes, ctx.tool_name))
+                if slimmed is not None:
+                    shown, whole = slimmed
+                    return Reduced(shown, ("html_slimming",), (whole,) if whole is not None else ())
+            passes = [(n, p) for n, p in passes if n != "html_slimming"]
         source = text
         applied: list[str] = []
         for name, p in passes:
@@ -116,28 +120,16 @@ class Pipeline:
                 if name == "truncate" and text is not source:
                     # Still too long after the other passes: preview the original itself, so
                     # the kept head and tail are its bytes and the marker's lines are its lines.
-                    return Reduced(p.apply(source, ctx), ("truncate",), kind)
+                    return Reduced(p.apply(source, ctx), ("truncate",))
                 applied.append(name)
                 text = out
-        return Reduced(text, tuple(applied), kind)
+        return Reduced(text, tuple(applied))
 
-    def _page(self, text: str, ctx: PassContext, passes: dict[str, ReductionPass]) -> Reduced:
-        """Markup: the page as text (cuts marked in place, the tool's truncation limit
-        applied to that text), or, when it cannot be rendered, only truncation."""
-        html, truncate = passes.get("html_slimming"), passes.get("truncate")
-        limit = truncate.limit_for(ctx.tool_name) if isinstance(truncate, Truncation) else None
-        page = html.page(text, ctx, limit) if isinstance(html, HtmlSlimming) else None
-        if page is not None:
-            shown, whole = page.shown(limit)
-            return Reduced(shown, ("html_slimming",), MARKUP, (whole,) if whole is not None else ())
-        if truncate is not None:
-            try:
-                out = truncate.apply(text, ctx)
-            except Exception:
-                out = text
-            if out is not text and out != text:
-                return Reduced(out, ("truncate",), MARKUP)
-        return Reduced(text, (), MARKUP)
+    @staticmethod
+    def _limit(passes: list[tuple[str, ReductionPass]], tool_name: str) -> int | None:
+        """The tool's truncation limit when truncation is among `passes`, else None."""
+        truncate = dict(passes).get("truncate")
+        return truncate.limit_for(tool_name) if isinstance(truncate, Truncation) else None
 
     def slim_json(self, text: str, ctx: PassContext) -> str | None:
         """A JSON output re-encoded losslessly (`small_json_minify`, `small_json_rows`; see

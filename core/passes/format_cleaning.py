@@ -21,6 +21,8 @@ from .folding import MARKER_WORTH, fold_marker
 
 __all__ = ["FormatCleaning"]
 
+_BARE_CR = re.compile(r"\r(?!\n)")  # a redraw; a Windows line end (\r\n) is not one
+
 # ECMA-48 escape sequences. OSC strings (titles, hyperlinks) end at BEL or ST and never
 # span a line here, so an unterminated one cannot swallow the rest of the output.
 _ANSI = re.compile(
@@ -127,7 +129,7 @@ class FormatCleaning:
             if not isinstance(text, str) or not text:
                 return text
             out = text
-            if self.fold_redraws and "\r" in out and ctx.artifact_id == artifact_id_for(text):
+            if self.fold_redraws and _BARE_CR.search(out) and ctx.artifact_id == artifact_id_for(text):
                 out = _fold_redraws(out, ctx.artifact_id)
             if self.fix_surrogates and _SURROGATE.search(out):
                 out = _fix_surrogates(out)
@@ -159,12 +161,12 @@ def _fold_redraws(text: str, aid: str) -> str:
     i = 0
     changed = False
     while i < len(lines):
-        if not lines[i].endswith("\r") or lines[i].endswith("\r\n"):
+        if not _redrawn(lines[i]):
             out.append(lines[i])
             i += 1
             continue
         j = i
-        while j < len(lines) and lines[j].endswith("\r") and not lines[j].endswith("\r\n"):
+        while j < len(lines) and _redrawn(lines[j]):
             j += 1
         end = min(j, len(lines) - 1)  # the group: lines i..end, the last one ends the line
         last = max((k for k in range(i, end + 1) if lines[k].strip()), default=end)
@@ -179,6 +181,11 @@ def _fold_redraws(text: str, aid: str) -> str:
         out.extend(lines[i : end + 1])
         i = end + 1
     return "".join(out) if changed else text
+
+
+def _redrawn(line: str) -> bool:
+    """Does this line (as `splitlines` keeps its end) end in a bare `\\r`: drawn over next?"""
+    return line.endswith("\r") and not line.endswith("\r\n")
 
 
 def _strip_outer_blank_lines(text: str) -> str:

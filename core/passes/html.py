@@ -234,12 +234,27 @@ class HtmlSlimming:
     def apply(self, text: str, ctx: PassContext) -> str:
         """The slimmed page (cuts marked in place, see `page_text`), or `text` itself when
         the pass does not apply or fails."""
-        page = self.page(text, ctx)
-        return text if page is None else page.shown()[0]
+        slimmed = self.slim(text, ctx)
+        return text if slimmed is None else slimmed[0]
 
-    def page(self, text: str, ctx: PassContext, limit: int | None = None) -> PageText | None:
-        """The page as text, or None when the pass does not apply, fails, or what the agent
-        would be shown (with `limit`, see `PageText.shown`) is not shorter than `text`."""
+    def slim(self, text: str, ctx: PassContext, limit: int | None = None) -> tuple[str, str | None] | None:
+        """`PageText.shown(limit)` of the page: what the agent reads and the page text its
+        markers name (None when nothing is cut); None when the pass does not apply, fails,
+        or what it shows is not shorter than `text`."""
+        page = self.page(text, ctx)
+        if page is None:
+            return None
+        try:
+            shown = page.shown(limit)
+        except Exception:  # noqa: BLE001 - a reduction must never break a tool result
+            return None
+        if not shown[0] or len(shown[0]) >= len(text):
+            return None
+        return shown
+
+    def page(self, text: str, ctx: PassContext) -> PageText | None:
+        """The page as text, every line with why it is cut (see `PageText`), or None when
+        the pass does not apply or fails."""
         try:
             if not isinstance(text, str) or len(text) < self.min_chars or len(text) > self.max_input_chars:
                 return None
@@ -249,13 +264,9 @@ class HtmlSlimming:
                     return None
             if not looks_like_html(text) or _nesting_work(text) > _MAX_NESTING_WORK:
                 return None
-            page = self._render(text)
-            out = page.shown(limit)[0] if page is not None else ""
+            return self._render(text)
         except Exception:  # noqa: BLE001 - a reduction must never break a tool result
             return None
-        if not out or len(out) >= len(text):
-            return None
-        return page
 
     # -- internals ---------------------------------------------------------------------
 

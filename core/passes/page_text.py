@@ -42,10 +42,6 @@ class PageText:
         """The whole page as text: what cut markers number their lines in."""
         return "\n".join(self.lines)
 
-    @property
-    def has_cuts(self) -> bool:
-        return any(r is not None for r in self.reasons)
-
     def shown(self, limit: int | None = None) -> tuple[str, str | None]:
         """(What the agent reads, the page text to store for its markers or None).
 
