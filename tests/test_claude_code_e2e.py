@@ -2,8 +2,9 @@
 
 Claude Code talks to `tokenpilot serve` through `ANTHROPIC_BASE_URL`; the proxy's upstream
 is `FakeAnthropic`, which refuses more than 4 cache breakpoints or broken tool pairing,
-as Anthropic does. The model has Claude Code `cat` a pretty-printed JSON file (TokenPilot
-minifies it and keeps the original), then recalls the original through
+as Anthropic does. The model has Claude Code run a program that prints a pretty-printed JSON
+document (TokenPilot reduces it and keeps the original; a file's own text, `cat data.json`,
+would stay exact: tests/test_passes_small_json.py), then recalls the original through
 `recall_artifact`, which the proxy answers itself: Claude Code never sees that tool.
 A second `claude -p --resume` process then continues the conversation, and its request
 extends what the provider cached of the first one's.
@@ -86,7 +87,7 @@ def _last_result(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _model(body: dict[str, Any]) -> Reply:
-    """cat the file; recall what TokenPilot cut; say how many lines came back."""
+    """print the JSON; recall what TokenPilot cut; say how many lines came back."""
     result = _last_result(body)
     if result is None:
         if len(body["messages"]) == 1 and any(t.get("name") == "Bash" for t in body.get("tools") or []):
@@ -94,7 +95,12 @@ def _model(body: dict[str, Any]) -> Reply:
                 "",
                 (
                     ToolCall(
-                        "Bash", {"command": "cat data.json", "description": "Show the data"}, id="toolu_cat"
+                        "Bash",
+                        {
+                            "command": "python3 -c \"import sys; sys.stdout.write(open('data.json').read())\"",
+                            "description": "Show the data",
+                        },
+                        id="toolu_cat",
                     ),
                 ),
             )

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .base import PREVIEW_HEAD, PREVIEW_TAIL, PassContext, preview
+from .base import JSON, PREVIEW_HEAD, PREVIEW_TAIL, PassContext, preview
 
 __all__ = ["ToolArgTruncation"]
 
@@ -57,6 +57,7 @@ class ToolArgTruncation:
     """Replace string arguments longer than `max_chars` by a head/tail preview; output stays valid JSON."""
 
     name: ClassVar[str] = "tool_args"
+    accepts: ClassVar[frozenset[str]] = frozenset({JSON})  # the agent's own tool-call arguments
 
     max_chars: int = 4000
     """Strings up to this many characters are kept whole."""
