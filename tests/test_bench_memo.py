@@ -35,6 +35,10 @@ class _Fresh:
         for_profile = getattr(self.inner, "for_profile", None)
         return _Fresh(for_profile(profile)) if for_profile is not None else self
 
+    def hindsight(self, *args: Any) -> _Fresh:
+        hindsight = getattr(self.inner, "hindsight", None)
+        return _Fresh(hindsight(*args)) if hindsight is not None else self
+
     def session(self, session_id: str) -> MethodSession:
         return _FreshSession(self.inner.session(session_id))
 

@@ -44,8 +44,9 @@ class MethodSession(Protocol):
 
 class Method(Protocol):
     name: str
-    # "vanilla", "tokenpilot", "peer" (another product's own code) or "sketch" (our
-    # stand-in for an approach with no code to run): the report says which
+    # "vanilla", "tokenpilot", "oracle" (hindsight: the most eviction could save), "peer"
+    # (another product's own code) or "sketch" (our stand-in for an approach with no
+    # code to run): the report says which
     kind: str
 
     def session(self, session_id: str) -> MethodSession: ...

@@ -23,6 +23,7 @@ from ...pilot import TokenPilot
 from ...segments import SegmentRules, WindowRule
 from ...tokens import message_tokens
 from .method import Message, Method, MethodSession, Rendered, Stateless, split_system
+from .oracle import oracle_methods
 
 _ART = re.compile(r"art_[0-9a-f]{24}")
 STUB_PREFIX = "[tokenpilot: evicted"
@@ -197,10 +198,11 @@ class _PilotSession:
 def default_methods(
     b_sweep: Sequence[int | None] = (1, 3, 5, None), *, peers: bool | Collection[str] = False
 ) -> list[Method]:
-    """Every method of the bench, in report order: vanilla, sketches, peers (other
-    products' own code: `True` for all, or the names wanted; `ConfigError` when one is
-    not installed), then TokenPilot: global only, the B sweep, the immediate ablation."""
-    methods: list[Method] = [Vanilla(), KeepLastN()]
+    """Every method of the bench, in report order: vanilla, the hindsight oracles (the
+    most any eviction could save), sketches, peers (other products' own code: `True`
+    for all, or the names wanted; `ConfigError` when one is not installed), then
+    TokenPilot: global only, the B sweep, the immediate ablation."""
+    methods: list[Method] = [Vanilla(), *oracle_methods(), KeepLastN()]
     if peers:
         from .peers import peer_methods
 

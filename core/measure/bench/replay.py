@@ -237,7 +237,8 @@ def render_digests(
     prof = get_profile(profile)
     segcache = _Segments(prof.breakpoints)
     out = []
-    with closing(_renders(sessions, _for_profile(method, prof.name), mode)) as renders:
+    planned = _prepared(method, sessions, mode, prof.name, Prices())
+    with closing(_renders(sessions, planned, mode)) as renders:
         for job, _ms, rendered in renders:
             out.append(_digest(_request_segments(rendered, job, prof.breakpoints, segcache)))
             if on_call is not None:
@@ -249,6 +250,14 @@ def _for_profile(method: Method, profile: str) -> Method:
     """The method as configured for the profile's cache, when its decisions depend on it."""
     for_profile = getattr(method, "for_profile", None)
     return for_profile(profile) if for_profile is not None else method
+
+
+def _prepared(method: Method, sessions: Sequence[Session], mode: str, profile: str, prices: Prices) -> Method:
+    """The method for this replay: set for the profile, and a method with hindsight (the
+    oracle) given the whole recording to plan from before it renders anything."""
+    method = _for_profile(method, profile)
+    hindsight = getattr(method, "hindsight", None)
+    return hindsight(sessions, mode, profile, prices) if hindsight is not None else method
 
 
 def _renders(
@@ -291,7 +300,7 @@ def replay(
         raise ValueError(f"mode must be one of {MODES}")
     prices = prices or Prices()
     prof = get_profile(profile)
-    method = _for_profile(method, prof.name)
+    method = _prepared(method, sessions, mode, prof.name, prices)
     sim = simulator or CacheSimulator(prof)
     segcache = _Segments(prof.breakpoints)
     vis = Visibility()

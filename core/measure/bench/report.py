@@ -34,13 +34,25 @@ COLUMNS = (
     "recalls",
     "same",
     "vs vanilla",
+    "of oracle",
 )
 # What fits 100 columns: the decision-making figures (`--wide` shows them all).
-NARROW = ("method", "cost $", "vs vanilla", "hit rate", "retention", "recoverable", "breaks", "recalls")
+NARROW = (
+    "method",
+    "cost $",
+    "vs vanilla",
+    "of oracle",
+    "hit rate",
+    "retention",
+    "recoverable",
+    "breaks",
+    "recalls",
+)
 
 LEGEND = """\
 cost $       simulated bill: cached + uncached + cache-write + output tokens, at the prices above
 vs vanilla   change against sending the agent's own prompt untouched
+of oracle    share of the oracle's saving this method saves: (vanilla - it) / (vanilla - oracle)
 hit rate     share of prompt tokens served from the provider's prefix cache
 retention    share of the ids, paths and numbers that a recorded answer used (first seen in tool
              output) and that are still visible to the model
@@ -48,7 +60,9 @@ recoverable  visible, or one recall_artifact call away
 breaks       calls whose cacheable prefix did not extend the previous call's (each re-prefills)
 recalls      calls that paid an extra round trip to recall something hidden (in cost $)
 same         a second run of a fresh method rendered every request byte for byte the same
-methods      keep_last_n: our sketch of the paper's baseline; langchain_*, headroom
+methods      oracle: hindsight, the cheapest schedule of evicting turns after the last call
+             that needs them (TokenPilot's ingestion; oracle_raw: the agent's own prompt);
+             keep_last_n: our sketch of the paper's baseline; langchain_*, headroom
              (`headroom proxy`'s default cache mode), headroom_token (its token mode),
              openclaw_context_pruning, lightmem2 (the paper's own code) (--peers):
              those products' own code;
@@ -61,8 +75,9 @@ def _same_bytes(r: dict[str, Any]) -> str:
     return {True: "yes", False: "NO", None: "-"}[r.get("deterministic")]
 
 
-def _row(r: dict[str, Any], change: str, columns: Sequence[str]) -> list[str]:
+def _row(r: dict[str, Any], change: str, columns: Sequence[str], share: str = "") -> list[str]:
     cells = {
+        "of oracle": share,
         "method": r["method"],
         "cost $": f"{r['cost_usd']:.4f}",
         "hit M": f"{r['hit_tokens'] / 1e6:.3f}",
@@ -93,10 +108,18 @@ def table(
         t.add_column(col, justify="left" if col == "method" else "right", no_wrap=True)
     recs = [r.record() for r in results]
     base = next((r["cost_usd"] for r in recs if r["method"] == "vanilla"), None)
+    best = next((r["cost_usd"] for r in recs if r["method"] == "oracle"), None)
     for r in recs:
         change = "" if not base or r["method"] == "vanilla" else f"{100 * (r['cost_usd'] / base - 1):+.1f}%"
-        t.add_row(*_row(r, change, columns))
+        t.add_row(*_row(r, change, columns, oracle_share(base, best, r)))
     return t
+
+
+def oracle_share(vanilla: float | None, oracle: float | None, r: dict[str, Any]) -> str:
+    """(vanilla - this) / (vanilla - oracle): how much of what could be saved this saves."""
+    if vanilla is None or oracle is None or r["method"] in ("vanilla", "oracle") or vanilla <= oracle:
+        return ""
+    return _pct((vanilla - r["cost_usd"]) / (vanilla - oracle))
 
 
 def print_table(

@@ -1,0 +1,199 @@
+"""The hindsight oracle: an exact search over eviction points, checked by brute force,
+priced by the bench's simulator like any method, and never hiding a need."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenpilot.measure.bench.methods import TokenPilotMethod, Vanilla
+from tokenpilot.measure.bench.oracle import (
+    NONE,
+    CostModel,
+    HindsightOracle,
+    best_schedule,
+    build_chain,
+    units_of,
+)
+from tokenpilot.measure.bench.replay import ordered_jobs, replay
+from tokenpilot.measure.bench.retention import NeedIndex
+from tokenpilot.measure.cachesim import get_profile
+from tokenpilot.measure.traces.model import RecordedCall, Session, Usage
+from tokenpilot.pairing import validate_pairing
+from tokenpilot.pricing import Prices, cost
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda omicron".split()
+
+
+def _session(sizes: list[int], uses: list[list[int]], gaps: list[float], sid: str = "s") -> Session:
+    """A session of one tool call per turn: turn k prints `sizes[k]` lines naming
+    `file_k_<n>.py`; the reply after turn k names the files of the turns in `uses[k]`."""
+    msgs: list[dict] = [
+        {"role": "system", "content": "You are a coding agent. " * 40},
+        {"role": "user", "content": "Fix the failing tests in the repository, please."},
+    ]
+    calls = []
+    t = 1_000.0
+    for k, size in enumerate(sizes):
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{k}",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": f'{{"k":{k}}}'},
+                    }
+                ],
+            }
+        )
+        body = "\n".join(f"file_{k}_{n}.py {WORDS[n % len(WORDS)]} line {n}" for n in range(size))
+        msgs.append({"role": "tool", "tool_call_id": f"c{k}", "content": body})
+    # call k answers turn k's result: its output is the next turn's assistant message
+    # (message 2 + 2(k+1)); the last call's is a final answer
+    for k, used in enumerate(uses):
+        idx = 2 + 2 * (k + 1)
+        names = " ".join(f"file_{u}_0.py" for u in used if u <= k)
+        if idx < len(msgs):
+            msgs[idx]["content"] = f"Looking at {names}" if names else "Next."
+        else:
+            msgs.append({"role": "assistant", "content": f"Done with {names}" if names else "Done."})
+        t += gaps[k % len(gaps)]
+        calls.append(RecordedCall(0, idx, Usage(0, 0, None, 20), t, "m"))
+    return Session(sid, "test", "openai_chat", msgs, [], calls)
+
+
+def _chain(session: Session, reductions: bool = False):
+    jobs = [j for j in ordered_jobs([session], "continuous")]
+    base = TokenPilotMethod(batch_turns=None) if reductions else Vanilla()
+    ms = base.session(session.id)
+    renders = [ms.render(j.prompt, session.tools, j.call.timestamp) for j in jobs]
+    return build_chain(session, jobs, renders, NeedIndex(session.messages))
+
+
+sessions_st = st.integers(min_value=2, max_value=8).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.integers(min_value=5, max_value=400), min_size=n, max_size=n),
+        st.lists(st.lists(st.integers(min_value=0, max_value=n - 1), max_size=3), min_size=n, max_size=n),
+        st.lists(st.sampled_from([1.0, 30.0, 700.0]), min_size=1, max_size=3),
+    )
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sessions_st, st.sampled_from(["openai", "anthropic"]))
+def test_the_dp_finds_the_cheapest_schedule_of_all(spec, profile):
+    """Brute force over every set of eviction points gives the DP's minimum, exactly."""
+    sizes, uses, gaps = spec
+    chain = _chain(_session(sizes, uses, gaps))
+    model = CostModel(chain, get_profile(profile), Prices())
+    points, total = best_schedule(model)
+    n = len(chain.calls)
+    brute = min(
+        model.schedule_cost(list(pts)) for r in range(n + 1) for pts in itertools.combinations(range(n), r)
+    )
+    assert total == pytest.approx(brute, rel=1e-12, abs=1e-15)
+    assert model.schedule_cost(points) == pytest.approx(total, rel=1e-12, abs=1e-15)
+    assert total <= model.schedule_cost([]) + 1e-15  # never dearer than evicting nothing
+
+
+@settings(max_examples=25, deadline=None)
+@given(sessions_st)
+def test_the_closed_form_is_the_simulators_price(spec):
+    """The DP's cost of its schedule is what the bench's simulator charges for it
+    (openai profile: hits up to the first changed message, 1,024 minimum, 128 steps)."""
+    sizes, uses, gaps = spec
+    session = _session(sizes, uses, gaps)
+    chain = _chain(session)
+    model = CostModel(chain, get_profile("openai"), Prices())
+    _, total = best_schedule(model)
+    run = replay([session], HindsightOracle(reductions=False))
+    simulated = sum(
+        cost(c.hit_tokens, c.miss_tokens, c.write_tokens, 0, Prices(), "openai") for c in run.calls
+    )
+    assert simulated == pytest.approx(total, rel=0.01)
+
+
+def test_evicting_pays_only_when_batched_or_worth_it():
+    """Big dead outputs early and a long tail: the oracle evicts them, and the schedule
+    it picks is cheaper than evicting at every call and than never evicting."""
+    sizes = [400, 400, 20, 20, 20, 20, 20, 20]
+    uses = [[0], [1], [2], [3], [4], [5], [6], [7]]
+    chain = _chain(_session(sizes, uses, [1.0]))
+    model = CostModel(chain, get_profile("openai"), Prices())
+    points, total = best_schedule(model)
+    assert points, "dead 400-line outputs re-sent on every later call must be evicted"
+    assert total < model.schedule_cost([])
+    assert total <= model.schedule_cost(list(range(len(chain.calls))))
+
+
+def test_every_turn_is_seen_once_and_stays_while_needed():
+    """A turn leaves no earlier than the call it arrives for (the agent reads each
+    result once) and not before the last call that needs it through one holder."""
+    sizes = [50, 50, 50, 50, 50]
+    uses = [[0], [0], [], [0, 2], []]
+    session = _session(sizes, uses, [1.0])
+    chain = _chain(session)
+    for u in range(len(chain.units)):
+        seen = [c for c in range(len(chain.calls)) if chain.position(c, u) is not None]
+        if seen:  # the final answer is in no prompt
+            assert chain.death[u] >= seen[0]
+    turn0 = next(u for u, unit in enumerate(chain.units) if unit.start == 2)
+    assert chain.death[turn0] >= 3  # the reply of call 3 names file_0_0.py
+
+
+def test_units_are_turns_with_their_answers():
+    msgs = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}, {"id": "b"}]},
+        {"role": "tool", "tool_call_id": "a", "content": "x"},
+        {"role": "tool", "tool_call_id": "b", "content": "y"},
+        {"role": "assistant", "content": "done"},
+        {"role": "user", "content": "thanks"},
+    ]
+    assert [(u.start, u.end) for u in units_of(msgs)] == [(1, 4), (4, 5)]
+
+
+def test_the_planned_renders_keep_every_need_and_every_pair():
+    sizes = [300, 10, 300, 10, 300, 10]
+    uses = [[0], [], [2], [0], [], [4]]
+    session = _session(sizes, uses, [1.0, 30.0])
+    run = replay([session], HindsightOracle(reductions=False)).record()
+    assert run["retention"] == 1.0 and run["recalls_charged"] == 0
+    planned = HindsightOracle(reductions=False).hindsight([session], "continuous", "openai", Prices())
+    ms = planned.session(session.id)
+    for job in ordered_jobs([session], "continuous"):
+        r = ms.render(job.prompt, session.tools, job.call.timestamp)
+        assert not validate_pairing(r.messages), r.messages
+    assert NONE not in planned.schedules[session.id]
+
+
+def test_the_oracle_is_told_the_recording_before_it_renders():
+    with pytest.raises(TypeError, match="hindsight"):
+        HindsightOracle().session("x")
+
+
+@pytest.mark.skipif(
+    not (SHARED / "claude_code_mclaude").is_dir(),
+    reason="needs ../shared/traces (the shared recordings; CI has them)",
+)
+def test_on_recorded_claude_code_sessions_the_oracle_keeps_every_need():
+    """On real sessions: retention 100% (raw), as kept as TokenPilot's ingestion keeps
+    it (with reductions), no recalls, never dearer than what it evicts from."""
+    from tokenpilot.measure.traces import load
+
+    sessions = load(SHARED / "claude_code_mclaude")
+    vanilla = replay(sessions, Vanilla()).record()
+    glob = replay(sessions, TokenPilotMethod(batch_turns=None)).record()
+    raw = replay(sessions, HindsightOracle(reductions=False, name="oracle_raw")).record()
+    full = replay(sessions, HindsightOracle()).record()
+    assert raw["retention"] == 1.0 and raw["recalls_charged"] == 0
+    assert full["retention"] == glob["retention"] and full["recalls_charged"] == 0
+    assert raw["cost_usd"] < vanilla["cost_usd"]
+    assert full["cost_usd"] < glob["cost_usd"]
