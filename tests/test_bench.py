@@ -39,6 +39,8 @@ FIELDS = {
     "recalls_charged",
     "kind",
     "side_calls",
+    "retention_all",
+    "recall_usd",
 }
 
 

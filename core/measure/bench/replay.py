@@ -41,6 +41,9 @@ class CallResult:
     prefix_break: bool
     recall_charged: bool = False  # one extra round trip was priced for hidden needs
     side_calls: int = 0  # calls the method made on its own (a summariser's), priced in cost_usd
+    recall_usd: float = 0.0  # the recall round trip's price (in cost_usd)
+    needs_all: int = 0  # needs first seen in any earlier message, the agent's own included
+    visible_all: int = 0
 
 
 @dataclass(slots=True)
@@ -78,6 +81,8 @@ class RunResult:
             "cost_usd": round(sum(x.cost_usd for x in c), 6),
             "cache_hit_rate": round(hit / (hit + miss + write), 4) if hit + miss + write else 0.0,
             "retention": round(sum(x.visible for x in c) / needs, 4) if needs else 1.0,
+            "retention_all": _share(sum(x.visible_all for x in c), sum(x.needs_all for x in c)),
+            "recall_usd": round(sum(x.recall_usd for x in c), 6),
             "recoverable": round(sum(x.recoverable for x in c) / needs, 4) if needs else 1.0,
             "peak_context_tokens": max((x.prompt_tokens for x in c), default=0),
             "prefix_breaks": sum(x.prefix_break for x in c),
@@ -86,6 +91,10 @@ class RunResult:
             **({} if self.deterministic is None else {"deterministic": self.deterministic}),
             **({"notes": list(self.notes)} if self.notes else {}),
         }
+
+
+def _share(part: int, whole: int) -> float:
+    return round(part / whole, 4) if whole else 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,10 +341,12 @@ def replay(
             )
 
             # fidelity: what the recorded output used that first came from tool output
-            needs = needs_index[job.session.id].needs(job.call.end, out_msg, job.window_start)
+            index = needs_index[job.session.id]
+            needs = index.needs(job.call.end, out_msg, job.window_start)
+            needs_all = index.needs(job.call.end, out_msg, job.window_start, any_source=True)
+            seen = vis.of(rendered.messages) if needs_all else set()
             recalled: list[str] = []
             if needs:
-                seen = vis.of(rendered.messages)
                 visible = needs & seen
                 missing = needs - visible
                 recoverable = len(visible)
@@ -358,8 +369,9 @@ def replay(
             extra = sum(
                 _side_call_cost(sim, sc, job, prof.name, prices, segcache) for sc in rendered.side_calls
             )
+            recall_usd = 0.0
             if recalled:
-                extra += _recall_round_trip(sim, segs, recalled, ms, job, prof.name, prices, segcache)
+                recall_usd = _recall_round_trip(sim, segs, recalled, ms, job, prof.name, prices, segcache)
 
             stable_keys = [
                 seg.key
@@ -379,7 +391,8 @@ def replay(
                     res.write_tokens,
                     out_tokens,
                     cost(res.hit_tokens, res.miss_tokens, res.write_tokens, out_tokens, prices, prof.name)
-                    + extra,
+                    + extra
+                    + recall_usd,
                     res.cause,
                     len(needs),
                     len(visible),
@@ -387,6 +400,9 @@ def replay(
                     broke,
                     bool(recalled),
                     len(rendered.side_calls),
+                    recall_usd,
+                    len(needs_all),
+                    len(needs_all & seen),
                 )
             )
             if on_call is not None:

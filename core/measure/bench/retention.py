@@ -79,14 +79,20 @@ class NeedIndex:
             for tok in identifiers(message_text(m)):
                 self._seen.setdefault(tok, []).append((i, tool))
 
-    def needs(self, output_index: int, output: Mapping[str, Any], window_start: int = 0) -> set[str]:
+    def needs(
+        self, output_index: int, output: Mapping[str, Any], window_start: int = 0, *, any_source: bool = False
+    ) -> set[str]:
         """Identifiers the output uses whose first appearance in the call's prompt
         (messages `window_start..output_index`) was a tool output. Content the agent
-        itself no longer had (before a compaction, another task) is not a need."""
+        itself no longer had (before a compaction, another task) is not a need.
+
+        `any_source`: first seen in any earlier message, the agent's own included (what
+        it wrote itself, a file it wrote through a heredoc), which the default rule
+        never counts, so an eviction may drop it for free."""
         out = set()
         for t in identifiers(message_text(output)):
             first = next((x for x in self._seen.get(t, ()) if x[0] >= window_start), None)
-            if first is not None and first[0] < output_index and first[1]:
+            if first is not None and first[0] < output_index and (first[1] or any_source):
                 out.add(t)
         return out
 
