@@ -50,6 +50,10 @@ EXPECTED = {
     # outputs: one file has no trajectory, two end with an extra step.
     "swe_agent": ("swe_agent", 22, 230, 0, 0, 0),
     "pinchbench_payloads": (None, 0, 0, 0, 0, 0),
+    # The README counts 21 calls (3 with usage); 019e1695 holds 20 runs of model output,
+    # not 18: two of its replies answer prompts that only its `user_message` events record
+    # (tests/test_traces_codex_cli.py).
+    "codex_cli": ("codex_cli", 2, 23, 3, 7_266 + 7_546 + 7_662, 7_296 + 7_552),
 }
 
 
@@ -84,10 +88,7 @@ def test_every_shared_file_is_detected_by_content() -> None:
         try:
             formats[detect_format(path)] += 1
         except UnrecognizedTrace:
-            # Codex CLI rollouts have no importer yet (issue #39 asks for one)
-            assert ("openclaw_pinchbench" in path.parts and path.parent.name in ("reports", "logs")) or (
-                path.parent.name == "codex_cli"
-            )
+            assert "openclaw_pinchbench" in path.parts and path.parent.name in ("reports", "logs")
     assert formats == {
         "claude_code": 18 + 7 + 8,  # spotter, mclaude, codemie (7 sessions and a subagent)
         "openclaw_pinchbench": 1,
@@ -95,6 +96,7 @@ def test_every_shared_file_is_detected_by_content() -> None:
         "tau2": 3,
         "tau_bench": 1,
         "swe_agent": 22,
+        "codex_cli": 2,
     }
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import (
     claude_code,
+    codex_cli,
     mini_swe_agent,
     openai_chat,
     openclaw,
@@ -51,6 +52,7 @@ FORMATS = (
     "swe_agent",
     "tau_bench",
     "tau2",
+    "codex_cli",
 )
 
 
@@ -84,6 +86,8 @@ def _import(payload: Payload) -> list[Session]:
         return tau_bench.load(p, data)
     if fmt == "tau2":
         return tau2.load(p, data)
+    if fmt == "codex_cli":
+        return codex_cli.load(p, data)
     raise TraceFormatError(p, f"no importer for format {fmt!r}")
 
 

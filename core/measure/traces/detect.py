@@ -14,6 +14,7 @@ from typing import Any
 from .model import TraceFormatError, UnrecognizedTrace
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+_CODEX_LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 
 # Names that are never data, whatever they contain.
 _NON_DATA_PREFIXES = ("license", "readme", "copying", "notice", "upstream_readme", "changelog")
@@ -138,10 +139,23 @@ def classify_json(path: Path, obj: Any) -> str:
     raise UnrecognizedTrace(path, f"JSON {type(obj).__name__} is not a trace")
 
 
+def _is_codex_rollout(dicts: list[dict[str, Any]]) -> bool:
+    """Codex CLI rollout lines: `{"timestamp", "type": session_meta | turn_context |
+    response_item | event_msg | compacted, "payload": {…}}`, with a session or history line."""
+    if dicts[0].get("type") not in _CODEX_LINE_TYPES or not isinstance(dicts[0].get("payload"), dict):
+        return False
+    return any(
+        r.get("type") in ("session_meta", "response_item") and isinstance(r.get("payload"), dict)
+        for r in dicts[:50]
+    )
+
+
 def classify_jsonl(path: Path, records: list[tuple[int, Any]]) -> str:
     dicts = [r for _, r in records if isinstance(r, dict)]
     if not dicts:
         raise UnrecognizedTrace(path, "no JSON objects", 1)
+    if _is_codex_rollout(dicts):
+        return "codex_cli"
     for r in dicts:
         if (
             r.get("type") in ("user", "assistant")
