@@ -22,6 +22,7 @@ from ...passes.truncate import DEFAULT_LIMITS
 from ...pilot import TokenPilot
 from ...segments import SegmentRules, WindowRule
 from ...tokens import message_tokens
+from .context_editing import context_editing_methods
 from .method import Message, Method, MethodSession, Rendered, Stateless, split_system
 from .oracle import oracle_methods
 
@@ -202,7 +203,7 @@ def default_methods(
     most any eviction could save), sketches, peers (other products' own code: `True`
     for all, or the names wanted; `ConfigError` when one is not installed), then
     TokenPilot: global only, the B sweep, the immediate ablation."""
-    methods: list[Method] = [Vanilla(), *oracle_methods(), KeepLastN()]
+    methods: list[Method] = [Vanilla(), *oracle_methods(), KeepLastN(), *context_editing_methods()]
     if peers:
         from .peers import peer_methods
 

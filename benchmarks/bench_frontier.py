@@ -1,0 +1,96 @@
+"""The frontier, set by set: vanilla, the hindsight oracles, Anthropic's context editing
+and TokenPilot on the same recorded sessions; TokenPilot's share of the oracle's saving;
+its dearest session; and where its money above the oracle goes.
+
+    python benchmarks/bench_frontier.py ../shared/traces/claude_code_mclaude [...] \
+        [--profile openai|anthropic] [--markdown docs/frontier-openai.md]
+
+Prices are the paper's (the bench's defaults), continuous mode, recalls charged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from tokenpilot.measure.bench.context_editing import context_editing_methods
+from tokenpilot.measure.bench.methods import TokenPilotMethod, Vanilla
+from tokenpilot.measure.bench.money import money_split
+from tokenpilot.measure.bench.oracle import oracle_methods
+from tokenpilot.measure.bench.replay import RunResult, replay
+from tokenpilot.measure.traces import load
+
+
+def _per_session(run: RunResult) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for c in run.calls:
+        out[c.session_id.split("#")[0]] += c.cost_usd
+    return out
+
+
+def frontier(path: str, profile: str) -> tuple[list[str], list[str]]:
+    """The rows of one set (method lines) and its money-split line."""
+    sessions = load(path)
+    name = Path(path).name
+    methods = [Vanilla(), *oracle_methods(), *context_editing_methods(), TokenPilotMethod()]
+    runs = {m.name: replay(sessions, m, profile=profile, trace_set=name) for m in methods}
+    van, orc, tp = runs["vanilla"], runs["oracle"], runs["tokenpilot"]
+    v = van.record()["cost_usd"]
+    o = orc.record()["cost_usd"]
+    rows = []
+    for m, run in runs.items():
+        r = run.record()
+        share = "" if m in ("vanilla", "oracle") or v <= o else f"{(v - r['cost_usd']) / (v - o):.0%}"
+        per_v, per_m = _per_session(van), _per_session(run)
+        worst = max(per_m[s] / per_v[s] for s in per_v if per_v[s] > 0)
+        rows.append(
+            f"| {name} | {m} | {r['cost_usd']:.4f} | {r['cost_usd'] / v:.3f}× | {share} "
+            f"| {r['retention']:.1%} | {r['retention_all']:.1%} | {r['recalls_charged']} | {worst:.3f}× |"
+        )
+    split = money_split(tp, orc)
+    money = (
+        f"| {name} | {split.above:.4f} | {split.too_late:.4f} | {split.cache_writes:.4f} "
+        f"| {split.recalls:.4f} | {split.rest:.4f} |"
+    )
+    return rows, [money]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--profile", default="openai")
+    ap.add_argument("--markdown", help="also write the tables to this file")
+    args = ap.parse_args(argv)
+    rows, money = [], []
+    for p in args.paths:
+        r, m = frontier(p, args.profile)
+        rows += r
+        money += m
+        print("\n".join(r + m), flush=True)
+    text = "\n".join(
+        [
+            f"profile {args.profile}, paper prices, continuous mode, recalls charged",
+            "",
+            "| set | method | cost $ | vs vanilla | of oracle | retention | retention (any source) "
+            "| recalls | dearest session |",
+            "|---|---|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            "TokenPilot's cost above the oracle, by cause ($):",
+            "",
+            "| set | above the oracle | evicting too late | cache writes from evictions | recalls | rest |",
+            "|---|---|---|---|---|---|",
+            *money,
+            "",
+        ]
+    )
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
