@@ -29,9 +29,9 @@ def _set_of(source: str) -> str:
 _MISSING_CACHE = {"claude_code_codemie"}
 
 
-@pytest.mark.parametrize(
+@pytest.mark.parametrize(  # openai: PinchBench's 19 calls and Codex CLI's 3 with usage
     ("profile", "calls"),
-    [("anthropic", 781 + 556 + 330 + 204), ("openai", 19), ("deepseek", 1273)],
+    [("anthropic", 781 + 556 + 330 + 204), ("openai", 19 + 3), ("deepseek", 1273)],
 )
 def test_profile_meets_target(reports: dict[str, CalibrationReport], profile: str, calls: int) -> None:
     report = reports[profile]

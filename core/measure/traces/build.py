@@ -379,6 +379,10 @@ class Builder:
         meta = dict(meta or {})
         if stats.as_meta():
             meta["pairing_repairs"] = stats.as_meta()
+        if not tools:
+            tools = called_tools(messages)
+            if tools:
+                meta["tools_by_name"] = len(tools)
         session = Session(
             id=session_id,
             source=source,
@@ -393,6 +397,25 @@ class Builder:
             estimate_hidden_prefix(session) if hidden_prefix_tokens is None else hidden_prefix_tokens
         )
         return session
+
+
+def called_tools(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Name-only schemas of the tools a session calls, for a record that holds none.
+
+    The agent declared its tools on every call, the first included (their schemas are
+    part of what the record leaves out); a context manager reads the list to decide
+    what to offer beside it (`recall_tool_from="auto"`). Their names, sorted, stand in
+    for it; the schemas' size stays in the hidden prefix, estimated after them."""
+    names = sorted(
+        {
+            str((c.get("function") or {}).get("name") or "")
+            for m in messages
+            for c in m.get("tool_calls") or []
+            if isinstance(c, dict)
+        }
+        - {""}
+    )
+    return [{"type": "function", "function": {"name": n}} for n in names]
 
 
 def estimate_hidden_prefix(session: Session) -> int:
