@@ -134,7 +134,7 @@ def test_search_listing_groups_hits_by_file():
 
 def test_search_listing_groups_listings_by_folder():
     listing = "".join(f"./tests/integration/fixtures/sample_{i}.json\n" for i in range(20))
-    out = SearchListing().apply(listing, CTX)
+    out = SearchListing(whole_paths=False).apply(listing, CTX)
     assert "20 entries of ./tests/integration/fixtures/" in out and "\nsample_7.json\n" in out
     _check_markers(listing, out)
 

@@ -18,14 +18,24 @@ from tokenpilot.passes.search_listing import SearchListing
 AID = "art_" + "cd" * 12
 CTX = PassContext(tool_name="bash", artifact_id=AID)
 DEPS = ("sourceror", "finch", "owl", "spitfire", "igniter", "mime", "jason", "mint", "text_diff", "req")
+RELATIVE = SearchListing(whole_paths=False)  # paths relative to the folder they share
 
 
 # -- search_listing: paths under a shared folder ------------------------------------
 
 
+def test_a_listing_keeps_its_paths_whole_by_default():
+    """The agent opens what it found by the path as written: by default no listing's
+    path is split into a folder marker and a rest."""
+    listing = "".join(f"/home/dev/projects/spotter/deps/{d}/mix.exs\n" for d in DEPS)
+    assert SearchListing().apply(listing, CTX) is listing
+    hits = "".join(f"lib/app/server.ex:{n}:def handle_call(:x{n}, state)\n" for n in range(10))
+    assert "10 hits in lib/app/server.ex" in SearchListing().apply(hits, CTX)  # hits still grouped
+
+
 def test_paths_in_sibling_folders_group_under_the_folder_they_share():
     listing = "".join(f"/home/dev/projects/spotter/deps/{d}/mix.exs\n" for d in DEPS)
-    out = SearchListing().apply(listing, CTX)
+    out = RELATIVE.apply(listing, CTX)
     assert "10 paths under /home/dev/projects/spotter/deps/, shown below relative to it" in out
     assert "\nfinch/mix.exs\nowl/mix.exs\n" in out
     assert len(out) < len(listing)
@@ -34,7 +44,7 @@ def test_paths_in_sibling_folders_group_under_the_folder_they_share():
 
 def test_a_folder_of_its_own_still_groups_by_that_folder():
     listing = "".join(f"./tests/integration/fixtures/sample_{i}.json\n" for i in range(12))
-    out = SearchListing().apply(listing, CTX)
+    out = RELATIVE.apply(listing, CTX)
     assert "12 entries of ./tests/integration/fixtures/, shown below without the path" in out
     assert restore(out, listing) == listing
 
@@ -42,7 +52,7 @@ def test_a_folder_of_its_own_still_groups_by_that_folder():
 def test_a_path_outside_the_shared_folder_ends_the_group():
     listing = "".join(f"/srv/projects/application/deps/{d}/mix.exs\n" for d in DEPS)
     listing += "/srv/projects/application/mix.exs\n"
-    out = SearchListing().apply(listing, CTX)
+    out = RELATIVE.apply(listing, CTX)
     assert out.endswith("\n/srv/projects/application/mix.exs\n")
     ((_, start, end),) = parse_markers(out)
     assert (start, end) == (1, 10)
@@ -51,7 +61,7 @@ def test_a_path_outside_the_shared_folder_ends_the_group():
 
 def test_paths_that_share_only_the_root_are_not_grouped():
     listing = "".join(f"/a{i % 2}/b/c{i % 3}/f{i}.py\n" for i in range(400))
-    out = SearchListing().apply(listing, CTX)
+    out = RELATIVE.apply(listing, CTX)
     assert "paths under /," not in out
     assert restore(out, listing) == listing
 

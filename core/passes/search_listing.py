@@ -87,6 +87,13 @@ class SearchListing:
     """Fewest consecutive lines of one file (or folder) that are grouped."""
     min_share: float = 0.6
     """Smallest share of non-blank lines that must be hits or paths for the output to count as one."""
+    whole_paths: bool = True
+    """A listing's paths stay whole (True) instead of relative to their shared folder.
+    An agent copies a path it found into its next call (it opens the file): a path
+    split into a folder marker and a rest is one it must rebuild, and the path as
+    written is what it needs (`claude_code_codemie`'s Glob of 52 absolute paths,
+    Codex's `rg --files`: every full path it then opened was in no line). Search hits
+    still lose their repeated path: the group's marker names the file whole."""
 
     def apply(self, text: str, ctx: PassContext) -> str:
         """The grouped text, or the input object when it is not search output or saves nothing."""
@@ -165,7 +172,7 @@ class SearchListing:
             p = parsed[i]
             j, key = (i + 1, "") if p is None else self._extent(parsed, i)
             n = j - i
-            if p is not None and n >= self.min_group:
+            if p is not None and n >= self.min_group and not (p[0] == "entries" and self.whole_paths):
                 kind = p[0]
                 short = [parsed[k][2][len(key) if kind == "entries" else 0 :] + "\n" for k in range(i, j)]  # type: ignore[index]
                 if kind == "hits":
