@@ -67,8 +67,28 @@ def path_of(args: Mapping[str, Any]) -> str | None:
 
 
 SHELL_TOOLS = frozenset(
-    {"bash", "shell", "exec", "sh", "run_shell_command", "terminal", "powershell", "execute_bash", "cmd_run"}
+    {
+        *("bash", "shell", "exec", "sh", "run_shell_command", "terminal", "powershell", "execute_bash"),
+        *("cmd_run", "exec_command", "local_shell"),  # Codex CLI's: `{"cmd": "..."}`, argv lists
+    }
 )
+_SHELL_FLAGS = frozenset({"-c", "-lc", "-ic", "-lic", "/c", "-command"})
+
+
+def shell_command(args: Mapping[str, Any]) -> str | None:
+    """The command line a shell call runs: `command` (a string), Codex's `cmd`, or an
+    argv list (`["bash", "-lc", "script"]`: the script; any other list: its words)."""
+    for key in ("command", "cmd"):
+        value = args.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            if len(value) >= 3 and value[-2].lower() in _SHELL_FLAGS:
+                return value[-1]
+            return " ".join(value)
+    return None
+
+
 # `open`, `goto`: SWE-agent's file viewer (a window of the file); `create`: its new file;
 # `search_*`, `find_file`: its searches.
 _SHELL_READERS = frozenset({"cat", "sed", "head", "tail", "nl", "less", "more", "open"})
@@ -129,9 +149,10 @@ def authored_write(name: str, args: Mapping[str, Any]) -> bool:
     or a shell write by `cat`/`tee` from a heredoc, or by `echo`/`printf`, with no pipe
     on its first line (not a program's output sent to a file, whose text the arguments do
     not hold: `run > f`, `cat << EOF | python > f`)."""
-    if norm_tool(name) not in SHELL_TOOLS or not isinstance(args.get("command"), str):
+    command = shell_command(args) if norm_tool(name) in SHELL_TOOLS else None
+    if command is None:
         return True
-    cmd = _LEADING_CD.sub("", args["command"].strip(), count=1)
+    cmd = _LEADING_CD.sub("", command.strip(), count=1)
     prog = cmd.split(None, 1)[0].rsplit("/", 1)[-1] if cmd else ""
     if "|" in cmd.split("\n", 1)[0]:
         return False
@@ -142,8 +163,9 @@ def call_kind(name: str, args: Mapping[str, Any]) -> str:
     """ "read", "write", "edit", "search" or "command": what the call does, by its tool
     (a shell's by its command)."""
     tool = norm_tool(name)
-    if tool in SHELL_TOOLS and isinstance(args.get("command"), str):
-        return shell_action(args["command"])[0]
+    command = shell_command(args) if tool in SHELL_TOOLS else None
+    if command is not None:
+        return shell_action(command)[0]
     if tool == "str_replace_editor":  # SWE-agent's and OpenHands' editor: the command says what it does
         cmd = str(args.get("command", ""))
         return {"view": "read", "create": "write"}.get(cmd, "edit")

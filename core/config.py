@@ -59,7 +59,8 @@ DEFAULT_PROFILES = MappingProxyType(
 # Tool families whose output is often large enough to be reduced (see passes/truncate.py).
 BULKY_TOOL_FAMILIES = frozenset(
     {
-        *("bash", "shell", "powershell", "exec", "run_command", "terminal", "grep", "rg", "search_files"),
+        *("bash", "shell", "powershell", "exec", "run_command", "terminal", "exec_command", "local_shell"),
+        *("grep", "rg", "search_files"),
         *("glob", "read", "file_read", "read_file", "view", "cat", "web_fetch", "fetch", "browser"),
         *("web_search", "search", "scrape", "open_url", "screenshot", "http_get", "curl"),
     }

@@ -42,7 +42,7 @@ __all__ = [
 
 Message = Mapping[str, Any]
 _PREAMBLE = frozenset({"system", "developer"})
-_DESCRIBE_KEYS = ("file_path", "path", "command", "pattern", "url", "query", "filepath", "file")
+_DESCRIBE_KEYS = ("file_path", "path", "command", "cmd", "pattern", "url", "query", "filepath", "file")
 
 
 @dataclass(frozen=True, slots=True)

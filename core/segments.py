@@ -54,6 +54,7 @@ from .call_kinds import (
     norm_tool,
     path_of,
     shell_action,
+    shell_command,
 )
 from .estimator import FAILED_RE, extract_refs
 from .ingest import DEDUP_NOTE
@@ -179,8 +180,9 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
     paths_set: set[str] = set()
     whole = kind in ("read", "write")
     for n, a, _ in calls:
-        if norm_tool(n) in SHELL_TOOLS and isinstance(a.get("command"), str):
-            _, path, whole_cmd = shell_action(a["command"])
+        command = shell_command(a) if norm_tool(n) in SHELL_TOOLS else None
+        if command is not None:
+            _, path, whole_cmd = shell_action(command)
             whole = whole and whole_cmd
         else:
             path = path_of(a)
@@ -221,9 +223,9 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
 
 
 def _command_of(args: Mapping[str, Any], raw: str) -> str:
-    """The command a call runs (a shell's `command`), else its raw arguments."""
-    command = args.get("command")
-    return command if isinstance(command, str) else raw
+    """The command a call runs (a shell's command line), else its raw arguments."""
+    command = shell_command(args)
+    return command if command is not None else raw
 
 
 def closing(records: Sequence[BundleRecord]) -> bool:

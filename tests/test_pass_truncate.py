@@ -164,3 +164,18 @@ def test_odd_arguments_do_not_raise() -> None:
     assert Truncation(head=-5, tail=-5).apply("z" * 60_000, ctx("x")) != "z" * 60_000
     broken = Truncation(limits=None)  # type: ignore[arg-type]
     assert broken.limit_for("bash") == 50_000
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "cut"),
+    [
+        ("bash", {"command": "cat docs/SKILL.md"}, False),  # a shell's read of a file is a read
+        ("exec_command", {"cmd": "sed -n '1,900p' notes.md"}, False),  # Codex CLI's spelling
+        ("bash", {"command": "ps -ef | rg chrome"}, True),  # a command's output keeps the shell's limit
+        ("exec_command", {"cmd": "make test"}, True),
+    ],
+)
+def test_a_file_read_through_the_shell_is_never_cut(tool, args, cut):
+    text = log(45_000)
+    out = Truncation().apply(text, PassContext(tool_name=tool, artifact_id="art-1", arguments=args))
+    assert (out is not text) == cut

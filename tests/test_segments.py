@@ -568,3 +568,23 @@ def test_property_invariants_hold_with_segment_eviction(actions, gate, k, window
     gone = {i for seg in lc.segments for i in range(seg.start, seg.end)}
     for t in turns[-3:]:
         assert not gone.intersection(range(t.start, t.end))
+
+
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        ({"command": "sed -n '1,20p' a.py"}, "sed -n '1,20p' a.py"),
+        ({"cmd": "cat a.py"}, "cat a.py"),  # Codex CLI's exec_command
+        ({"command": ["bash", "-lc", "cat a.py"]}, "cat a.py"),  # Codex CLI's shell: an argv list
+        ({"command": ["ls", "-la"]}, "ls -la"),
+        ({"command": 3}, None),
+        ({}, None),
+    ],
+)
+def test_a_shell_call_s_command_line_under_every_agent_s_spelling(args, command):
+    from tokenpilot.call_kinds import call_kind, shell_command
+
+    assert shell_command(args) == command
+    if command == "cat a.py":
+        assert call_kind("exec_command", args) == "read"
+        assert call_kind("shell", args) == "read"

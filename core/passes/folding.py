@@ -17,6 +17,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from ..call_kinds import shell_command
 from .truncate import tool_family
 
 __all__ = ["MARKER_PREFIX", "fold_marker", "is_code_read", "marker_line", "original_lines", "parse_markers"]
@@ -91,8 +92,8 @@ def is_code_read(tool_name: str, arguments: Mapping[str, Any]) -> bool:
     """
     if tool_family(tool_name) in _CODE_TOOLS:
         return True
-    command = arguments.get("command") if isinstance(arguments, Mapping) else None
-    if not isinstance(command, str):
+    command = shell_command(arguments) if isinstance(arguments, Mapping) else None
+    if command is None:
         return False
     for part in re.split(r"&&|;|\|\|", command):
         try:

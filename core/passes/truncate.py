@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import ClassVar
 
+from ..call_kinds import call_kind
 from .base import ALL_KINDS, PREVIEW_HEAD, PREVIEW_TAIL, PassContext, preview
 
 __all__ = ["DEFAULT_LIMITS", "Truncation", "tool_family"]
@@ -29,7 +30,17 @@ def _family(limit: int | None, *names: str) -> dict[str, int | None]:
 DEFAULT_LIMITS: Mapping[str, int | None] = MappingProxyType(
     {
         # Shells print build logs and test runs: long, repetitive, the end matters most.
-        **_family(30_000, "bash", "shell", "powershell", "exec", "run_command", "terminal"),
+        **_family(
+            30_000,
+            "bash",
+            "shell",
+            "powershell",
+            "exec",
+            "run_command",
+            "terminal",
+            "exec_command",
+            "local_shell",
+        ),
         # Search results are a list; the first hits are the useful ones.
         **_family(20_000, "grep", "rg", "search_files"),
         # Auth flows should say little; a long answer is an error page.
@@ -92,6 +103,9 @@ class Truncation:
         """`preview(...)` of the text when it is longer than the tool's limit, else the text itself."""
         try:
             limit = self.limit_for(ctx.tool_name)
+            if limit is not None and call_kind(ctx.tool_name, ctx.arguments) == "read":
+                # a shell's whole read of a file (`cat SKILL.md`) is a read: what was asked for
+                limit = self.limit_for("read")
             if limit is None or not isinstance(text, str) or len(text) <= limit:
                 return text
             return preview(
