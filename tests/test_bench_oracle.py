@@ -87,16 +87,23 @@ sessions_st = st.integers(min_value=2, max_value=8).flatmap(
 
 
 @settings(max_examples=40, deadline=None)
-@given(sessions_st, st.sampled_from(["openai", "anthropic"]))
-def test_the_dp_finds_the_cheapest_schedule_of_all(spec, profile):
-    """Brute force over every set of eviction points gives the DP's minimum, exactly."""
+@given(
+    sessions_st, st.sampled_from(["openai", "anthropic"]), st.sampled_from([1, 2, 3]), st.sampled_from([0, 2])
+)
+def test_the_dp_finds_the_cheapest_schedule_of_all(spec, profile, every, lag):
+    """Brute force over every set of eviction points (those the cadence allows) gives
+    the DP's minimum, exactly."""
     sizes, uses, gaps = spec
     chain = _chain(_session(sizes, uses, gaps))
+    chain.lag = lag
     model = CostModel(chain, get_profile(profile), Prices())
-    points, total = best_schedule(model)
-    n = len(chain.calls)
+    points, total = best_schedule(model, every)
+    allowed = [c for c in range(len(chain.calls)) if c % every == 0]
+    assert set(points) <= set(allowed)
     brute = min(
-        model.schedule_cost(list(pts)) for r in range(n + 1) for pts in itertools.combinations(range(n), r)
+        model.schedule_cost(list(pts))
+        for r in range(len(allowed) + 1)
+        for pts in itertools.combinations(allowed, r)
     )
     assert total == pytest.approx(brute, rel=1e-12, abs=1e-15)
     assert model.schedule_cost(points) == pytest.approx(total, rel=1e-12, abs=1e-15)
@@ -144,6 +151,12 @@ def test_every_turn_is_seen_once_and_stays_while_needed():
         seen = [c for c in range(len(chain.calls)) if chain.position(c, u) is not None]
         if seen:  # the final answer is in no prompt
             assert chain.death[u] >= seen[0]
+            assert u not in chain.dead_at(chain.death[u])  # not at its last need
+    chain.lag = 2
+    for u in range(len(chain.units)):
+        for e in range(len(chain.calls)):
+            if u in chain.dead_at(e):
+                assert e > chain.death[u] + 2  # a lag holds it two calls more
     turn0 = next(u for u, unit in enumerate(chain.units) if unit.start == 2)
     assert chain.death[turn0] >= 3  # the reply of call 3 names file_0_0.py
 

@@ -117,6 +117,7 @@ class Chain:
     units: list[Unit]
     stub_tokens: list[int]
     death: list[int] = field(default_factory=list)  # last call index that needs unit u (NONE: none)
+    lag: int = 0  # a turn leaves no earlier than this many calls after its last need
 
     def position(self, c: int, u: int) -> tuple[int, int] | None:
         """Positions [a, b) of unit u in call c's prompt, or None when it is not all there."""
@@ -137,7 +138,11 @@ class Chain:
         """The turns evicted at point e: in call e's prompt, needed by no call from e on."""
         if e == NONE:
             return []
-        return [u for u in range(len(self.units)) if self.death[u] < e and self.position(e, u) is not None]
+        return [
+            u
+            for u in range(len(self.units))
+            if self.death[u] + self.lag < e and self.position(e, u) is not None
+        ]
 
 
 def assign_deaths(chain: Chain, session_messages: Sequence[Mapping[str, Any]]) -> None:
@@ -276,8 +281,9 @@ class CostModel:
         return total
 
 
-def best_schedule(model: CostModel) -> tuple[list[int], float]:
-    """The cheapest set of eviction points under `model`, by an exact DP.
+def best_schedule(model: CostModel, every: int = 1) -> tuple[list[int], float]:
+    """The cheapest set of eviction points under `model`, by an exact DP; `every`: only
+    calls k·every may evict (a batched estimator's cadence).
 
     best[e]: the least cost of calls 0..e with an eviction at e (call e included); the
     call after a point costs what it costs under that point and the one before it, so
@@ -298,13 +304,14 @@ def best_schedule(model: CostModel) -> tuple[list[int], float]:
         return acc[upto - p - 1]
 
     best: dict[int, tuple[float, int]] = {NONE: (0.0, NONE)}
-    for e in range(n):
+    allowed = [c for c in range(n) if c % every == 0]
+    for e in allowed:
         options = []
-        for p in [NONE, *range(e)]:
+        for p in [NONE, *(c for c in allowed if c < e)]:
             base = best[p][0] + under(p, e) + model.call_cost(e, e, p)
             options.append((base, p))
         best[e] = min(options)
-    finals = [(best[p][0] + under(p, n), p) for p in [NONE, *range(n)]]
+    finals = [(best[p][0] + under(p, n), p) for p in [NONE, *allowed]]
     total, last = min(finals)
     points = []
     while last != NONE:
@@ -403,6 +410,10 @@ class HindsightOracle:
 
     reductions: bool = True
     name: str = "oracle"
+    every: int = 1
+    """Only every this many calls may evict (1: any call; 3: TokenPilot's batch cadence)."""
+    lag: int = 0
+    """A turn leaves no earlier than this many calls after the last call that needs it."""
     kind: ClassVar[str] = "oracle"
 
     def session(self, session_id: str) -> MethodSession:
@@ -431,7 +442,8 @@ class HindsightOracle:
             finally:
                 ms.close()
             chain = build_chain(session, chain_jobs, renders, NeedIndex(session.messages))
-            points, _ = best_schedule(CostModel(chain, prof, prices))
+            chain.lag = self.lag
+            points, _ = best_schedule(CostModel(chain, prof, prices), self.every)
             schedules[sid] = points
             plans[sid] = _planned_renders(chain, points)
         return _Planned(self.name, plans, schedules)
