@@ -379,7 +379,13 @@ class Builder:
         meta = dict(meta or {})
         if stats.as_meta():
             meta["pairing_repairs"] = stats.as_meta()
-        if not tools:
+        if (
+            not tools
+            and hidden_prefix_tokens is None
+            and any(c.usage and c.usage.prompt_tokens for c in calls)
+        ):
+            # named only where a recorded prompt size measures what the record leaves out:
+            # their tokens then come out of the hidden prefix instead of being added
             tools = called_tools(messages)
             if tools:
                 meta["tools_by_name"] = len(tools)
