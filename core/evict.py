@@ -32,6 +32,7 @@ __all__ = [
     "Decision",
     "EvictionPlan",
     "Prices",
+    "recall_risk_usd",
     "Segment",
     "expected_remaining_calls",
     "plan_eviction",
@@ -387,6 +388,7 @@ class Decision:
     saving_usd: float
     cost_usd: float
     reason: str
+    risk_usd: float = 0.0  # expected price of recalls of what goes (`recall_risk_usd`)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -398,6 +400,7 @@ class Decision:
             "pMiss": self.p_miss,
             "savingUsd": self.saving_usd,
             "costUsd": self.cost_usd,
+            "riskUsd": self.risk_usd,
             "reason": self.reason,
         }
 
@@ -409,8 +412,9 @@ def should_evict(
     prices: Prices | None = None,
     profile: str = "openai",
     min_tokens: int = 0,
+    risk_usd: float = 0.0,
 ) -> Decision:
-    """Evict only when evicted × p_hit × calls > after_cut × (p_write − p_hit).
+    """Evict only when evicted × p_hit × calls > after_cut × (p_write − p_hit) + risk.
 
     Left: what later calls save by not reading the evicted tokens from the cache.
     Right: the one-time price of re-prefilling everything after the cut, which
@@ -421,7 +425,7 @@ def should_evict(
     p = prices or Prices()
     saving = evicted_tokens * p.hit * expected_remaining_calls / 1e6
     cost = tokens_after_cut * (p.write_price(profile) - p.hit) / 1e6
-    evict = evicted_tokens > max(min_tokens, 0) and saving > cost
+    evict = evicted_tokens > max(min_tokens, 0) and saving > cost + risk_usd
     if evicted_tokens <= 0:
         reason = "nothing to evict"
     elif evicted_tokens <= min_tokens:
@@ -430,6 +434,38 @@ def should_evict(
         reason = f"saves ${saving:.6f} over {expected_remaining_calls} calls > re-prefill ${cost:.6f}"
     else:
         reason = f"re-prefill ${cost:.6f} >= saving ${saving:.6f} over {expected_remaining_calls} calls"
+    if risk_usd and evicted_tokens > max(min_tokens, 0):
+        reason += f" (recall risk ${risk_usd:.6f})"
     return Decision(
-        evict, evicted_tokens, tokens_after_cut, expected_remaining_calls, p.hit, p.miss, saving, cost, reason
+        evict,
+        evicted_tokens,
+        tokens_after_cut,
+        expected_remaining_calls,
+        p.hit,
+        p.miss,
+        saving,
+        cost,
+        reason,
+        risk_usd,
     )
+
+
+RECALL_CALL_TOKENS = 40
+"""Output tokens of the model's `recall_artifact` call: the name, an id, a little JSON."""
+
+
+def recall_risk_usd(
+    bundle_tokens: Sequence[int],
+    prompt_tokens: int,
+    reuse: float,
+    prices: Prices | None = None,
+    profile: str = "openai",
+) -> float:
+    """What the recalls of retired bundles are expected to cost: each bundle comes back
+    with probability `reuse`, and a recall is one more round trip, the whole prompt again
+    (from the cache) plus the bundle's text (new) plus the model's short call for it."""
+    if reuse <= 0 or not bundle_tokens:
+        return 0.0
+    p = prices or Prices()
+    trip = prompt_tokens * p.hit + RECALL_CALL_TOKENS * p.output
+    return reuse * sum(trip + n * p.write_price(profile) for n in bundle_tokens) / 1e6

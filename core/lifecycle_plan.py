@@ -24,6 +24,7 @@ from .evict import (
     assistant_index,
     expected_remaining_calls,
     plan_eviction,
+    recall_risk_usd,
     render,
     should_evict,
 )
@@ -45,6 +46,7 @@ from .tokens import message_tokens
 from .turns import Turn, TurnSegmenter
 
 log = logging.getLogger("tokenpilot")
+
 
 Message = Mapping[str, Any]
 
@@ -406,6 +408,22 @@ class Planner:
             # The floor is for segment rules (a small retired bundle is the likeliest to be
             # needed back); a finished task nothing names goes on the gate's economics alone.
             whole_tasks = all(not s.reasons for s in segs)
+            risk = 0.0
+            if self.config.recall_risk:
+                # A bundle a rule retired may be wanted back (a task the estimator closed is
+                # revived by name instead): each is priced as a recall, times how often one was.
+                prompt = sum(counts[i] for i in range(n) if i not in drop)
+                prompt += sum(message_tokens(m) for ms in stubs.values() for m in ms)
+                prompt += batch.head_refill_tokens or 0
+                bundles = [
+                    sum(counts[i] for i in range(s.start, s.end)) // len(s.reasons)
+                    for s in segs
+                    if s.reasons
+                    for _ in s.reasons
+                ]
+                risk = recall_risk_usd(
+                    bundles, prompt, self.config.recall_risk, self.config.prices, self.config.cache_profile
+                )
             decision = should_evict(
                 gross - stub_tokens,
                 refill,
@@ -413,6 +431,7 @@ class Planner:
                 self.config.prices,
                 self.config.cache_profile,
                 0 if whole_tasks else self.config.min_evict_tokens,
+                risk,
             )
             if first is None:
                 first = (decision, cut)

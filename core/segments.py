@@ -23,7 +23,8 @@ the records and says which bundles may go, and why:
 - **consumed listing**: a search or listing whose hits were all opened later or
   never named again.
 - **stale output**: a large result whose identifiers the agent has not used for
-  `stale_after_turns` turns. A whole read of a file is used while the agent names
+  `stale_after_turns` turns, once the agent has changed a file since it arrived
+  (`stale_after_action`). A whole read of a file is used while the agent names
   the file (a partial read of it does not take its place), until superseded.
 - **window** (`WindowRule`, in `segment_window.py`): once the rendered history passes
   `trigger_tokens`, every bundle older than the last `keep_calls` calls goes in one
@@ -82,6 +83,14 @@ class SegmentRules:
     `superseded_writes`: a whole write of a file whose text is in its own arguments goes
     once the file is written whole or read whole again (last, so the fields before it
     keep their positions).
+    `stale_after_action`: a result goes stale only once a later turn changed a file (a
+    write or an edit that did not fail). Until the agent acts on what it gathered, what
+    it gathered is its working material, however long it goes unnamed: an agent that
+    reads, lists and runs commands without a word and then writes its plan or report
+    quotes all of it at once (`claude_code_mclaude` `ff59cfd2`: ten ssh log commands,
+    then a report quoting them; `claude_code_codemie` `196820da`: plan mode, three source
+    reads, then the plan). A coding agent edits as it goes, so the rule still retires
+    what it read before its last edit. No threshold of its own: one structural fact.
     """
 
     superseded_reads: bool = True
@@ -92,6 +101,7 @@ class SegmentRules:
     min_age_turns: int = 3
     edit_supersedes_read: bool = False
     superseded_writes: bool = True
+    stale_after_action: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -103,6 +113,7 @@ class SegmentRules:
             "stale_min_tokens": self.stale_min_tokens,
             "min_age_turns": self.min_age_turns,
             "edit_supersedes_read": self.edit_supersedes_read,
+            "stale_after_action": self.stale_after_action,
         }
 
     @classmethod
@@ -345,6 +356,7 @@ def evictable_bundles(
     last_use = last_uses(recs)
     later = _Later()
     out: dict[int, str] = {}
+    acted = False  # a turn after the one judged changed a file
     for i in range(n - 1, -1, -1):
         r = recs[i]
         if r.has_calls and n - 1 - i >= rules.min_age_turns:
@@ -358,11 +370,12 @@ def evictable_bundles(
                     reason = "superseded command: the same call ran again later"
             if reason is None and rules.consumed_listings and r.kind == "search" and r.hits:
                 reason = later.consumes(r, i, last_use)
-            if reason is None:
+            if reason is None and (acted or not rules.stale_after_action):
                 reason = stale(r, n - 1 - last_use[i], rules)
             if reason is not None:
                 out[i] = reason
         later.add(r)
+        acted = acted or (r.kind in ("write", "edit") and not r.failed)
     return dict(sorted(out.items()))
 
 

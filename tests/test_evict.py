@@ -319,3 +319,25 @@ def test_cost_gate_prices_a_reprefill_as_the_profiles_cache_write_and_has_a_mini
     assert not small.evict and "not worth a cache break" in small.reason
     assert should_evict(6_000, 0, 100, min_tokens=5_000).evict
     assert expected_remaining_calls(40, ratio=0.25) == 10
+
+
+def test_recall_risk_prices_one_round_trip_per_bundle_times_the_reuse_share():
+    from tokenpilot.evict import RECALL_CALL_TOKENS, recall_risk_usd
+
+    p = Prices()
+    trip = 50_000 * p.hit + RECALL_CALL_TOKENS * p.output
+    want = 0.1 * ((trip + 2_000 * p.miss) + (trip + 8_000 * p.miss)) / 1e6
+    assert recall_risk_usd([2_000, 8_000], 50_000, 0.1, p) == pytest.approx(want)
+    assert recall_risk_usd([2_000], 50_000, 0.0, p) == 0.0
+    assert recall_risk_usd([], 50_000, 0.5, p) == 0.0
+    # Anthropic writes the recalled text at 1.25x
+    assert recall_risk_usd([8_000], 0, 1.0, p, "anthropic") > recall_risk_usd([8_000], 0, 1.0, p, "openai")
+
+
+def test_should_evict_weighs_the_recall_risk_with_the_re_prefill():
+    base = should_evict(20_000, 10_000, 10)
+    assert base.evict and base.risk_usd == 0.0
+    margin = base.saving_usd - base.cost_usd
+    risky = should_evict(20_000, 10_000, 10, risk_usd=margin * 1.01)
+    assert not risky.evict and "recall risk" in risky.reason and risky.to_dict()["riskUsd"] > 0
+    assert should_evict(20_000, 10_000, 10, risk_usd=margin * 0.99).evict

@@ -200,6 +200,7 @@ def test_stale_output_after_k_unused_turns_and_small_outputs_stay():
     s.user("explore")
     s.call("bash", {"command": "env"}, BIG)
     s.call("bash", {"command": "date"}, "Tue")
+    s.call("edit", {"path": "src/app.py", "old": "a", "new": "b"}, "ok")
     filler(s, 9)
     out = retired(s, SegmentRules(stale_after_turns=8))
     assert rule_of(out[0]) == "stale output" and "not used for" in out[0]
@@ -207,18 +208,41 @@ def test_stale_output_after_k_unused_turns_and_small_outputs_stay():
     assert 0 not in retired(s, SegmentRules(stale_after_turns=20))
 
 
+def test_what_the_agent_gathered_stays_until_it_changes_a_file():
+    """Gather, then report: outputs unnamed for many turns stay while no later turn has
+    changed a file; the first edit after them lets them go stale."""
+    s = Session()
+    s.user("why are the nightly jobs failing?")
+    s.call("bash", {"command": "ssh host journalctl -u backup"}, BIG)
+    filler(s, 9)
+    assert 0 not in retired(s, SegmentRules(stale_after_turns=8))
+    assert 0 in retired(s, SegmentRules(stale_after_turns=8, stale_after_action=False))
+    s.call("edit", {"path": "etc/backup.conf", "old": "a", "new": "b"}, "ok")
+    filler(s, 3)
+    assert rule_of(retired(s, SegmentRules(stale_after_turns=8))[0]) == "stale output"
+    failed = Session()
+    failed.user("why are the nightly jobs failing?")
+    failed.call("bash", {"command": "ssh host journalctl -u backup"}, BIG)
+    filler(failed, 9)
+    failed.call("edit", {"path": "etc/backup.conf"}, "Error: old_string not found")
+    filler(failed, 3)
+    assert 0 not in retired(failed, SegmentRules(stale_after_turns=8))  # a failed edit changed nothing
+
+
 def test_use_named_in_words_keeps_a_bundle_alive():
     """I6: paths and identifiers the user or the assistant names count as use."""
     base = Session()
     base.user("explore")
     base.call("bash", {"command": "env"}, BIG)
-    filler(base, 9)
+    base.call("edit", {"path": "src/app.py", "old": "a", "new": "b"}, "ok")
+    filler(base, 8)
     assert 0 in retired(base)
     for speaker in ("user", "assistant"):
         s = Session()
         s.user("explore")
         s.call("bash", {"command": "env"}, BIG)
-        filler(s, 6)
+        s.call("edit", {"path": "src/app.py", "old": "a", "new": "b"}, "ok")
+        filler(s, 5)
         if speaker == "user":
             s.user("What does compute_thing_17 return?")
         else:
@@ -479,9 +503,22 @@ def test_the_cost_gate_still_decides_a_window_cut():
     drive(lc, s)
     assert lc.segments == [] and lc.stats["gate_decisions"]  # refused, and said why
     assert all(not d["evict"] for d in lc.stats["gate_decisions"])
-    lc, _ = lifecycle(NO_RULES, gate=True, window=WINDOW)
+    # On re-prefill alone (no recall risk: this small session's cut pays only without it)
+    lc, _ = lifecycle(NO_RULES, gate=True, window=WINDOW, recall_risk=0.0)
     drive(lc, s)
     assert lc.segments and any(d["evict"] for d in lc.stats["gate_decisions"])
+
+
+def test_the_gate_charges_rule_bundles_their_expected_recalls():
+    s = reading_session(16)
+    free, _ = lifecycle(NO_RULES, gate=True, window=WINDOW, recall_risk=0.0)
+    drive(free, s)
+    assert free.segments and all(d["riskUsd"] == 0.0 for d in free.stats["gate_decisions"])
+    sure, _ = lifecycle(NO_RULES, gate=True, window=WINDOW, recall_risk=1.0)
+    drive(sure, s)  # every bundle wanted back: each costs a round trip, no cut pays
+    assert sure.segments == [] and sure.stats["gate_decisions"]
+    assert all(not d["evict"] and d["riskUsd"] > 0 for d in sure.stats["gate_decisions"])
+    assert all("recall risk" in d["reason"] for d in sure.stats["gate_decisions"])
 
 
 def test_the_window_never_splits_parallel_calls():

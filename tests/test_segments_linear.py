@@ -84,7 +84,8 @@ def _reference(records: Sequence[BundleRecord], rules: SegmentRules, upto: int |
                     break
             if reason is not None and last_use[i] > i and not opened:
                 reason = None
-        if reason is None:
+        acted = any(o.kind in ("write", "edit") and not o.failed for o in later)
+        if reason is None and (acted or not rules.stale_after_action):
             reason = stale(r, n - 1 - last_use[i], rules)  # unchanged by the backward pass
         if reason is not None:
             out[i] = reason
@@ -133,6 +134,7 @@ def rules(draw) -> SegmentRules:
         min_age_turns=draw(st.integers(0, 3)),
         stale_after_turns=draw(st.sampled_from([None, 1, 3, 6])),
         stale_min_tokens=draw(st.sampled_from([0, 2000])),
+        stale_after_action=draw(st.booleans()),
     )
 
 

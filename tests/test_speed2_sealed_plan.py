@@ -12,6 +12,7 @@ from tokenpilot.evict import Segment
 from tokenpilot.journal import Sealed
 from tokenpilot.lifecycle_config import LifecycleConfig
 from tokenpilot.lifecycle_plan import Planner
+from tokenpilot.segments import SegmentRules
 from tokenpilot.turns import TurnSegmenter
 from tokenpilot_openclaw.crashdrill import TOOLS, system_prompt, tool_turn
 
@@ -30,7 +31,11 @@ def _parts(data: dict[str, Any]) -> tuple[str, dict[str, str]]:
 
 
 def test_a_session_with_evictions_splits_as_plain_dicts_at_every_save() -> None:
-    tp = TokenPilot(store=tempfile.mkdtemp())
+    # The gate on re-prefill alone: this short drill's cuts do not pay for a recall risk.
+    # The gate on re-prefill alone, and stale outputs with no file changed since: this
+    # drill only runs commands, and it needs evictions to seal.
+    cfg = LifecycleConfig(recall_risk=0.0, segments=SegmentRules(stale_after_action=False))
+    tp = TokenPilot(store=tempfile.mkdtemp(), lifecycle=cfg)
     hist: list[dict[str, Any]] = [
         {"role": "system", "content": system_prompt("2026-12-02")},
         {"role": "user", "content": "case 0"},

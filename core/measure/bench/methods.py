@@ -225,6 +225,7 @@ _RULE_FIELDS = {
     "superseded_commands": {"superseded_commands": False},
     "consumed_listings": {"consumed_listings": False},
     "stale_outputs": {"stale_after_turns": None},
+    "stale_after_action": {"stale_after_action": False},
 }
 
 
@@ -232,7 +233,7 @@ def ablation_methods() -> list[Method]:
     """Vanilla, TokenPilot, and TokenPilot with one thing taken away each: every segment
     rule, the window rule, the window's exemption for what the last turns used, all
     segment rules (whole tasks only, as in the paper), compact line numbers, the
-    segment-aware gate's minimum, each content-aware pass, the lossless JSON re-encoding (and its rows),
+    segment-aware gate's minimum, the gate's recall risk, each content-aware pass, the lossless JSON re-encoding (and its rows),
     re-shown lines, and the whole history shown to a compaction request (its summary then
     sees the managed history); one thing added: the paper's truncation at the 2,200-char
     gate (`truncating_at`); then the batch sweep (B = 1, 5, ∞)."""
@@ -251,6 +252,7 @@ def ablation_methods() -> list[Method]:
         TokenPilotMethod(config=Config(line_numbers="strip"), name="tokenpilot_strip_line_numbers")
     )
     methods.append(TokenPilotMethod(lifecycle={"min_evict_tokens": 0}, name="tokenpilot_no_min_evict"))
+    methods.append(TokenPilotMethod(lifecycle={"recall_risk": 0.0}, name="tokenpilot_no_recall_risk"))
     for name in sorted(CONTENT_PASSES):  # each content-aware pass taken out of every profile
         methods.append(TokenPilotMethod(config=_without_pass(name), name=f"tokenpilot_no_{name}"))
     methods.append(TokenPilotMethod(config=Config(small_json_minify=False), name="tokenpilot_no_small_json"))
