@@ -16,9 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from tokenpilot.measure.bench.context_editing import context_editing_methods
-from tokenpilot.measure.bench.methods import TokenPilotMethod, Vanilla
+from tokenpilot.measure.bench.methods import TokenPilotMethod, Vanilla, oracle_methods
 from tokenpilot.measure.bench.money import money_split
-from tokenpilot.measure.bench.oracle import oracle_methods
 from tokenpilot.measure.bench.replay import RunResult, replay
 from tokenpilot.measure.traces import load
 
@@ -57,12 +56,40 @@ def frontier(path: str, profile: str) -> tuple[list[str], list[str]]:
     return rows, [money]
 
 
+CADENCES = ((1, 1), (3, 0), (3, 1), (3, 3))  # (evict every k-th call, l calls after the last need)
+
+
+def cadence(path: str, profile: str) -> str:
+    """The share of the oracle's saving that perfect foresight keeps under each cadence."""
+    sessions = load(path)
+    v = replay(sessions, Vanilla(), profile=profile).record()["cost_usd"]
+    full = replay(sessions, oracle_methods()[0], profile=profile).record()["cost_usd"]
+    tp = replay(sessions, TokenPilotMethod(), profile=profile).record()["cost_usd"]
+    cells = []
+    for every, lag in CADENCES:
+        c = replay(sessions, oracle_methods(every, lag)[0], profile=profile).record()["cost_usd"]
+        cells.append(f"{(v - c) / (v - full):.0%}")
+    return f"| {Path(path).name} | " + " | ".join(cells) + f" | {(v - tp) / (v - full):.0%} |"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--profile", default="openai")
     ap.add_argument("--markdown", help="also write the tables to this file")
+    ap.add_argument(
+        "--cadence",
+        action="store_true",
+        help="instead: the share of the oracle's saving perfect foresight keeps when it may evict "
+        "only every k-th call, l calls after the last need",
+    )
     args = ap.parse_args(argv)
+    if args.cadence:
+        print("| set | " + " | ".join(f"every {k}, {lag} late" for k, lag in CADENCES) + " | tokenpilot |")
+        print("|---|" + "---:|" * (len(CADENCES) + 1))
+        for p in args.paths:
+            print(cadence(p, args.profile), flush=True)
+        return 0
     rows, money = [], []
     for p in args.paths:
         r, m = frontier(p, args.profile)

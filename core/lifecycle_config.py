@@ -56,7 +56,7 @@ class LifecycleConfig:
     every set. With it (and `SegmentRules.stale_after_action`), openai profile:
     claude_code_codemie 1.007x -> 0.938x of vanilla (29 -> 13 recalls, retention 91.6% ->
     96.5%); the price is cuts deferred where they would have paid: mini-swe-agent 0.797x
-    -> 0.813x, the built-in workload 0.2106x -> 0.2121x (one cut of 20.9k tokens a batch
+    -> 0.816x, the built-in workload 0.2106x -> 0.2121x (one cut of 20.9k tokens a batch
     later). 0.2 deferred so many cuts that later window cuts grew (spotter retention 96.1%)."""
     job_lease_s: float = 120.0
     """How long a background estimator job claimed by one process (a replica) keeps other

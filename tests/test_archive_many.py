@@ -20,6 +20,8 @@ import pytest
 from tokenpilot import ArtifactStore, TokenPilot
 from tokenpilot._canonical import artifact_id_for
 from tokenpilot.archive import SessionArchive
+from tokenpilot.lifecycle_config import LifecycleConfig
+from tokenpilot.segments import SegmentRules
 from tokenpilot.store import Store
 from tokenpilot.store_disk import DiskStore
 from tokenpilot_openclaw.crashdrill import TOOLS, system_prompt, tool_turn
@@ -128,7 +130,10 @@ class _Recording(ArtifactStore):
 
 
 def _session(store: Store | ArtifactStore, steps: int) -> list[list[Any]]:
-    tp = TokenPilot(store=store)
+    # the drill only runs checks: its outputs go stale with no file changed since, and its
+    # cuts, which barely pay for their re-prefill, go on that alone
+    cfg = LifecycleConfig(recall_risk=0.0, segments=SegmentRules(stale_after_action=False))
+    tp = TokenPilot(store=store, lifecycle=cfg)
     msgs: list[Any] = [
         {"role": "system", "content": system_prompt("2026-01-01")},
         {"role": "user", "content": "go"},

@@ -281,6 +281,6 @@ def test_the_two_listed_methods():
         3,
     )
     assert (default.clear_at_least, default.clear_tool_inputs, default.exclude_tools) == (None, False, ())
-    assert minimum.name == "anthropic_context_editing_clear_at_least"
+    assert minimum.name == "anthropic_clear_at_least"
     assert minimum.clear_at_least == DOCUMENTED_CLEAR_AT_LEAST == 5_000
     assert minimum.trigger_tokens == 100_000 and minimum.keep_tool_uses == 3

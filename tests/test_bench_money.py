@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokenpilot.measure.bench.methods import TokenPilotMethod, Vanilla
+from tokenpilot.measure.bench.methods import TokenPilotMethod, Vanilla, oracle_methods
 from tokenpilot.measure.bench.money import money_split
-from tokenpilot.measure.bench.oracle import HindsightOracle
 from tokenpilot.measure.bench.replay import CallResult, RunResult, replay
 from tokenpilot.measure.workload import generate
 from tokenpilot.pricing import Prices, cost
@@ -46,7 +45,7 @@ def test_each_cause_is_priced_where_it_arose():
 def test_the_split_of_a_replay_adds_up():
     sessions = generate(seed=1, sessions=1)
     tp = replay(sessions, TokenPilotMethod())
-    oracle = replay(sessions, HindsightOracle())
+    oracle = replay(sessions, oracle_methods()[0])
     split = money_split(tp, oracle)
     total = sum(c.cost_usd for c in tp.calls) - sum(c.cost_usd for c in oracle.calls)
     assert split.above == pytest.approx(total)

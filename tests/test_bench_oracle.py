@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenpilot.measure.bench.methods import TokenPilotMethod, Vanilla
+from tokenpilot.measure.bench.methods import TokenPilotMethod, Vanilla, oracle_methods
 from tokenpilot.measure.bench.oracle import (
     NONE,
     CostModel,
@@ -120,7 +120,7 @@ def test_the_closed_form_is_the_simulators_price(spec):
     chain = _chain(session)
     model = CostModel(chain, get_profile("openai"), Prices())
     _, total = best_schedule(model)
-    run = replay([session], HindsightOracle(reductions=False))
+    run = replay([session], HindsightOracle(Vanilla()))
     simulated = sum(
         cost(c.hit_tokens, c.miss_tokens, c.write_tokens, 0, Prices(), "openai") for c in run.calls
     )
@@ -177,9 +177,9 @@ def test_the_planned_renders_keep_every_need_and_every_pair():
     sizes = [300, 10, 300, 10, 300, 10]
     uses = [[0], [], [2], [0], [], [4]]
     session = _session(sizes, uses, [1.0, 30.0])
-    run = replay([session], HindsightOracle(reductions=False)).record()
+    run = replay([session], HindsightOracle(Vanilla())).record()
     assert run["retention"] == 1.0 and run["recalls_charged"] == 0
-    planned = HindsightOracle(reductions=False).hindsight([session], "continuous", "openai", Prices())
+    planned = HindsightOracle(Vanilla()).hindsight([session], "continuous", "openai", Prices())
     ms = planned.session(session.id)
     for job in ordered_jobs([session], "continuous"):
         r = ms.render(job.prompt, session.tools, job.call.timestamp)
@@ -189,7 +189,7 @@ def test_the_planned_renders_keep_every_need_and_every_pair():
 
 def test_the_oracle_is_told_the_recording_before_it_renders():
     with pytest.raises(TypeError, match="hindsight"):
-        HindsightOracle().session("x")
+        HindsightOracle(Vanilla()).session("x")
 
 
 @pytest.mark.skipif(
@@ -204,8 +204,8 @@ def test_on_recorded_claude_code_sessions_the_oracle_keeps_every_need():
     sessions = load(SHARED / "claude_code_mclaude")
     vanilla = replay(sessions, Vanilla()).record()
     glob = replay(sessions, TokenPilotMethod(batch_turns=None)).record()
-    raw = replay(sessions, HindsightOracle(reductions=False, name="oracle_raw")).record()
-    full = replay(sessions, HindsightOracle()).record()
+    raw = replay(sessions, HindsightOracle(Vanilla(), "oracle_raw")).record()
+    full = replay(sessions, oracle_methods()[0]).record()
     assert raw["retention"] == 1.0 and raw["recalls_charged"] == 0
     assert full["retention"] == glob["retention"] and full["recalls_charged"] == 0
     assert raw["cost_usd"] < vanilla["cost_usd"]

@@ -27,6 +27,7 @@ def test_the_stale_rule_keeps_the_whole_read_of_the_file_being_worked_on():
 
 def test_a_whole_read_goes_stale_once_the_file_is_no_longer_named():
     s = working_on_a_file(2)
+    bash(s, "sed -i 's/a/b/' other.py", "", text="A fix elsewhere.")  # a file changed since the read
     for i in range(12):
         bash(s, f"python other_{i}.py", f"fine {i}", text=f"Now the tests, step {i}.")
     out = evictable_bundles(records(s), SegmentRules(stale_after_turns=8, stale_min_tokens=200))

@@ -100,11 +100,15 @@ def test_shared_rollout_without_usage(shared: dict[str, Session]) -> None:
     second = next(c for c in s.calls if c.end == users[1] + 1)
     assert s.output(second)["content"].startswith("Yes. The transcript clearly assigns")
     assert "tool_calls" not in s.output(second)
-    assert {t["function"]["name"] for t in s.tools} == {
+    # the app tools it declared with their schemas, then the built-in ones it called, by name
+    assert [t["function"]["name"] for t in s.tools] == [
         "codex_app__automation_update",
         "read_thread_terminal",
         "load_workspace_dependencies",
-    }
+        "exec_command",
+        "mcp__node_repl__js",
+    ]
+    assert s.tools[-1] == {"type": "function", "function": {"name": "mcp__node_repl__js"}}
     mcp = [tc for m in s.messages for tc in m.get("tool_calls", []) if "node_repl" in tc["function"]["name"]]
     assert len(mcp) == 3 and mcp[0]["function"]["name"] == "mcp__node_repl__js"
 

@@ -242,9 +242,7 @@ def context_editing_methods() -> list[Method]:
     """The strategy with Anthropic's defaults, and with the documented `clear_at_least`."""
     return [
         AnthropicContextEditing(),
-        AnthropicContextEditing(
-            clear_at_least=DOCUMENTED_CLEAR_AT_LEAST, name="anthropic_context_editing_clear_at_least"
-        ),
+        AnthropicContextEditing(clear_at_least=DOCUMENTED_CLEAR_AT_LEAST, name="anthropic_clear_at_least"),
     ]
 
 

@@ -24,7 +24,7 @@ from ...segments import SegmentRules, WindowRule
 from ...tokens import message_tokens
 from .context_editing import context_editing_methods
 from .method import Message, Method, MethodSession, Rendered, Stateless, split_system
-from .oracle import oracle_methods
+from .oracle import HindsightOracle
 
 _ART = re.compile(r"art_[0-9a-f]{24}")
 STUB_PREFIX = "[tokenpilot: evicted"
@@ -194,6 +194,15 @@ class _PilotSession:
         s = self.pilot._sessions.get(self.sid)
         if s is not None and s.lifecycle is not None:
             s.lifecycle.close()
+
+
+def oracle_methods(every: int = 1, lag: int = 0) -> list[Method]:
+    """`oracle` (TokenPilot's ingestion, then the best eviction schedule) and `oracle_raw`
+    (the agent's own prompt, then the same search)."""
+    return [
+        HindsightOracle(TokenPilotMethod(batch_turns=None, name="tokenpilot_global"), "oracle", every, lag),
+        HindsightOracle(Vanilla(), "oracle_raw", every, lag),
+    ]
 
 
 def default_methods(

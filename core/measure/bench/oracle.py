@@ -21,7 +21,7 @@ Choices, after `../shared/FRONTIER.md`:
   having seen it), so a turn no call needs leaves after that call, never before.
 - *At an eviction point e* everything dead at e leaves: the turns in call e's prompt
   that no call from e on needs. Turns that arrive later wait for the next point.
-- *Ingestion.* `oracle` ingests exactly as TokenPilot does (its reductions, system
+- *Ingestion* (`base`). `oracle` ingests exactly as TokenPilot does (its reductions, system
   placeholders and tool list: `tokenpilot_global`'s renders), so the comparison
   isolates what to evict and when; `oracle_raw` evicts from the agent's own prompt.
 
@@ -402,13 +402,15 @@ def render_under(chain: Chain, c: int, e: int, dead: Sequence[int]) -> list[Mess
 
 @dataclass(frozen=True, slots=True)
 class HindsightOracle:
-    """`oracle` (TokenPilot's ingestion, then the best eviction schedule) or, with
-    `reductions=False`, `oracle_raw` (the agent's own prompt, then the same search).
+    """The best eviction schedule over what `base` renders: `oracle` over TokenPilot's
+    ingestion (`tokenpilot_global`), `oracle_raw` over the agent's own prompt (`vanilla`);
+    `methods.oracle_methods` builds both.
 
     A method with hindsight: the bench hands it every session before the replay
     (`hindsight`), and it renders from the schedule it planned."""
 
-    reductions: bool = True
+    base: Method
+    """The ingestion it evicts from: a method that never evicts."""
     name: str = "oracle"
     every: int = 1
     """Only every this many calls may evict (1: any call; 3: TokenPilot's batch cadence)."""
@@ -422,13 +424,11 @@ class HindsightOracle:
     def hindsight(
         self, sessions: Sequence[Session], mode: str, profile: str | Profile, prices: Prices
     ) -> Method:
-        from .methods import TokenPilotMethod, Vanilla
-        from .replay import ordered_jobs
+        from .replay import ordered_jobs  # the replay imports this module's callers, not this module
 
         prof = get_profile(profile)
-        base: Method = Vanilla()
-        if self.reductions:
-            base = TokenPilotMethod(batch_turns=None, name="tokenpilot_global").for_profile(prof.name)
+        for_profile = getattr(self.base, "for_profile", None)
+        base: Method = for_profile(prof.name) if for_profile is not None else self.base
         by_session: dict[str, list[Any]] = {}
         for job in ordered_jobs(sessions, mode):
             by_session.setdefault(job.method_session, []).append(job)
@@ -485,7 +485,3 @@ class _PlannedSession(Stateless):
         r = self.renders[self.next]
         self.next += 1
         return r
-
-
-def oracle_methods() -> list[Method]:
-    return [HindsightOracle(), HindsightOracle(reductions=False, name="oracle_raw")]

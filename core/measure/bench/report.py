@@ -44,7 +44,6 @@ NARROW = (
     "of oracle",
     "hit rate",
     "retention",
-    "recoverable",
     "breaks",
     "recalls",
 )
@@ -63,8 +62,8 @@ same         a second run of a fresh method rendered every request byte for byte
 methods      oracle: hindsight, the cheapest schedule of evicting turns after the last call
              that needs them (TokenPilot's ingestion; oracle_raw: the agent's own prompt);
              keep_last_n: our sketch of the paper's baseline; anthropic_context_editing:
-             the Messages API's clear_tool_uses_20250919 as documented (_clear_at_least:
-             with its clear_at_least of 5,000 tokens); langchain_*, headroom
+             the Messages API's clear_tool_uses_20250919 as documented
+             (anthropic_clear_at_least: with its clear_at_least of 5,000 tokens); langchain_*, headroom
              (`headroom proxy`'s default cache mode), headroom_token (its token mode),
              openclaw_context_pruning, lightmem2 (the paper's own code) (--peers):
              those products' own code;

@@ -379,16 +379,6 @@ class Builder:
         meta = dict(meta or {})
         if stats.as_meta():
             meta["pairing_repairs"] = stats.as_meta()
-        if (
-            not tools
-            and hidden_prefix_tokens is None
-            and any(c.usage and c.usage.prompt_tokens for c in calls)
-        ):
-            # named only where a recorded prompt size measures what the record leaves out:
-            # their tokens then come out of the hidden prefix instead of being added
-            tools = called_tools(messages)
-            if tools:
-                meta["tools_by_name"] = len(tools)
         session = Session(
             id=session_id,
             source=source,
@@ -405,13 +395,17 @@ class Builder:
         return session
 
 
-def called_tools(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Name-only schemas of the tools a session calls, for a record that holds none.
+def called_tools(
+    messages: Sequence[dict[str, Any]], declared: Sequence[dict[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """Name-only schemas of the tools a session calls that its record does not declare.
 
-    The agent declared its tools on every call, the first included (their schemas are
-    part of what the record leaves out); a context manager reads the list to decide
-    what to offer beside it (`recall_tool_from="auto"`). Their names, sorted, stand in
-    for it; the schemas' size stays in the hidden prefix, estimated after them."""
+    For agents that send their tool list on every call but do not record it (Claude Code,
+    Codex CLI's built-in tools): a context manager reads the list to decide what to offer
+    beside it (`recall_tool_from="auto"`). Their names, sorted, stand in for it; the
+    schemas' size stays in the hidden prefix, which the importer estimates after them
+    from the first recorded prompt."""
+    known = {str((t.get("function") or {}).get("name") or "") for t in declared}
     names = sorted(
         {
             str((c.get("function") or {}).get("name") or "")
@@ -420,6 +414,7 @@ def called_tools(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             if isinstance(c, dict)
         }
         - {""}
+        - known
     )
     return [{"type": "function", "function": {"name": n}} for n in names]
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .build import Builder, content_from_blocks, message, parse_time, text_of, tool_call
+from .build import Builder, called_tools, content_from_blocks, message, parse_time, text_of, tool_call
 from .model import RecordedCall, Session, Usage
 
 FMT = "claude_code"
@@ -126,7 +126,8 @@ def load(path: Path, records: list[tuple[int, Any]]) -> list[Session]:
     if agent_id:
         meta.update(_subagent_meta(path, session_id, str(agent_id)))
         session_id = f"{session_id}/agent-{agent_id}"
-    return [b.finish(session_id=session_id, source=str(path), fmt=FMT, meta=meta)]
+    tools = called_tools(b.messages)  # the record holds no schemas; the agent sent them
+    return [b.finish(session_id=session_id, source=str(path), fmt=FMT, tools=tools, meta=meta)]
 
 
 def _user(b: Builder, rec: dict[str, Any]) -> dict[str, Any] | None:

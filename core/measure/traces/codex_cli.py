@@ -56,7 +56,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .build import Builder, message, parse_time, tool_call
+from .build import Builder, called_tools, message, parse_time, tool_call
 from .model import Session, TraceFormatError, Usage
 
 FMT = "codex_cli"
@@ -381,5 +381,11 @@ def load(path: Path, records: list[tuple[int, Any]]) -> list[Session]:
         meta["skipped"] = dict(sorted(r.skipped.items()))
     session_id = str(session_meta.get("id") or path.stem)
     return [
-        r.b.finish(session_id=session_id, source=str(path), fmt=FMT, tools=_tools(session_meta), meta=meta)
+        r.b.finish(
+            session_id=session_id,
+            source=str(path),
+            fmt=FMT,
+            tools=[*(declared := _tools(session_meta)), *called_tools(r.b.messages, declared)],
+            meta=meta,
+        )
     ]
