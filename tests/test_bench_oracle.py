@@ -110,7 +110,7 @@ def test_the_dp_finds_the_cheapest_schedule_of_all(spec, profile, every, lag):
     assert total <= model.schedule_cost([]) + 1e-15  # never dearer than evicting nothing
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(sessions_st)
 def test_the_closed_form_is_the_simulators_price(spec):
     """The DP's cost of its schedule is what the bench's simulator charges for it
@@ -118,13 +118,16 @@ def test_the_closed_form_is_the_simulators_price(spec):
     sizes, uses, gaps = spec
     session = _session(sizes, uses, gaps)
     chain = _chain(session)
-    model = CostModel(chain, get_profile("openai"), Prices())
-    _, total = best_schedule(model)
+    prof, prices = get_profile("openai"), Prices()
+    model = CostModel(chain, prof, prices)
+    points, total = best_schedule(model)
     run = replay([session], HindsightOracle(Vanilla()))
-    simulated = sum(
-        cost(c.hit_tokens, c.miss_tokens, c.write_tokens, 0, Prices(), "openai") for c in run.calls
-    )
-    assert simulated == pytest.approx(total, rel=0.01)
+    simulated = sum(cost(c.hit_tokens, c.miss_tokens, c.write_tokens, 0, prices, "openai") for c in run.calls)
+    # The simulator also reads the first tokens of a message a stub replaced (their JSON
+    # keys agree), which can carry a hit over one more 128-token step or over the
+    # 1,024-token minimum: at most that much per eviction point, and no more.
+    slack = len(points) * prof.min_tokens * (prices.miss - prices.hit) / 1e6
+    assert abs(simulated - total) <= slack + 1e-12
 
 
 def test_evicting_pays_only_when_batched_or_worth_it():
