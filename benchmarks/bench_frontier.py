@@ -12,21 +12,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 from tokenpilot.measure.bench.context_editing import context_editing_methods
 from tokenpilot.measure.bench.methods import TokenPilotMethod, Vanilla, oracle_methods
 from tokenpilot.measure.bench.money import money_split
-from tokenpilot.measure.bench.replay import RunResult, replay
+from tokenpilot.measure.bench.per_session import session_rows
+from tokenpilot.measure.bench.replay import replay
 from tokenpilot.measure.traces import load
-
-
-def _per_session(run: RunResult) -> dict[str, float]:
-    out: dict[str, float] = defaultdict(float)
-    for c in run.calls:
-        out[c.session_id.split("#")[0]] += c.cost_usd
-    return out
 
 
 def frontier(path: str, profile: str) -> tuple[list[str], list[str]]:
@@ -38,12 +31,12 @@ def frontier(path: str, profile: str) -> tuple[list[str], list[str]]:
     van, orc, tp = runs["vanilla"], runs["oracle"], runs["tokenpilot"]
     v = van.record()["cost_usd"]
     o = orc.record()["cost_usd"]
+    rows_by = session_rows(list(runs.values()))
     rows = []
     for m, run in runs.items():
         r = run.record()
         share = "" if m in ("vanilla", "oracle") or v <= o else f"{(v - r['cost_usd']) / (v - o):.0%}"
-        per_v, per_m = _per_session(van), _per_session(run)
-        worst = max(per_m[s] / per_v[s] for s in per_v if per_v[s] > 0)
+        worst = max(x.vs_vanilla or 0.0 for x in rows_by if x.method == m)
         rows.append(
             f"| {name} | {m} | {r['cost_usd']:.4f} | {r['cost_usd'] / v:.3f}× | {share} "
             f"| {r['retention']:.1%} | {r['retention_all']:.1%} | {r['recalls_charged']} | {worst:.3f}× |"

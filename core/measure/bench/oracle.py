@@ -145,7 +145,7 @@ class Chain:
         ]
 
 
-def assign_deaths(chain: Chain, session_messages: Sequence[Mapping[str, Any]]) -> None:
+def assign_deaths(chain: Chain) -> None:
     """The last call needing each turn, with one holder per needed identifier."""
     vis = Visibility()
     holder: dict[str, int] = {}
@@ -375,7 +375,7 @@ def build_chain(
     units = units_of(session.messages)
     stubs = [_message_tokens(stub_message(u), 1) for u in units]
     chain = Chain(calls, units, stubs)
-    assign_deaths(chain, session.messages)
+    assign_deaths(chain)
     return chain
 
 

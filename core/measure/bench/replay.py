@@ -341,9 +341,7 @@ def replay(
             )
 
             # fidelity: what the recorded output used that first came from tool output
-            index = needs_index[job.session.id]
-            needs = index.needs(job.call.end, out_msg, job.window_start)
-            needs_all = index.needs(job.call.end, out_msg, job.window_start, any_source=True)
+            needs, needs_all = needs_index[job.session.id].both(job.call.end, out_msg, job.window_start)
             seen = vis.of(rendered.messages) if needs_all else set()
             recalled: list[str] = []
             if needs:

@@ -89,12 +89,21 @@ class NeedIndex:
         `any_source`: first seen in any earlier message, the agent's own included (what
         it wrote itself, a file it wrote through a heredoc), which the default rule
         never counts, so an eviction may drop it for free."""
-        out = set()
+        tool_first, any_first = self.both(output_index, output, window_start)
+        return any_first if any_source else tool_first
+
+    def both(
+        self, output_index: int, output: Mapping[str, Any], window_start: int = 0
+    ) -> tuple[set[str], set[str]]:
+        """(needs first seen in a tool output, needs first seen in any message), in one pass."""
+        tool_first, any_first = set(), set()
         for t in identifiers(message_text(output)):
             first = next((x for x in self._seen.get(t, ()) if x[0] >= window_start), None)
-            if first is not None and first[0] < output_index and (first[1] or any_source):
-                out.add(t)
-        return out
+            if first is not None and first[0] < output_index:
+                any_first.add(t)
+                if first[1]:
+                    tool_first.add(t)
+        return tool_first, any_first
 
 
 class Visibility:
