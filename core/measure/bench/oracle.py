@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 
 from ...observations import is_observation
 from ...pricing import Prices
-from ..cachesim import Profile, get_profile, message_segments, prefix_segments, segment_tokens
+from ..cachesim import Profile, get_profile, message_segments, prefix_segments, segments_tokens
 from ..traces.model import Session
 from .method import Message, Method, MethodSession, Rendered, Stateless
 from .retention import NeedIndex, Visibility
@@ -84,7 +84,7 @@ def stub_message(unit: Unit) -> dict[str, Any]:
 
 
 def _message_tokens(msg: Mapping[str, Any], position: int) -> int:
-    return sum(segment_tokens(s) for s in message_segments(dict(msg), position))
+    return segments_tokens(message_segments(dict(msg), position))
 
 
 @dataclass(slots=True)
@@ -353,7 +353,7 @@ def build_chain(
         for p, m in enumerate(msgs):
             ms = message_segments(dict(m), p)
             keys.append(tuple(s.key for s in ms))
-            cum.append(cum[-1] + sum(segment_tokens(s) for s in ms))
+            cum.append(cum[-1] + segments_tokens(ms))
         usage = job.call.usage
         static_end = 1 if msgs and msgs[0].get("role") in ("system", "developer") else 0
         calls.append(
@@ -362,7 +362,7 @@ def build_chain(
                 tools=r.tools,
                 offset=offset,
                 first=max(first, static_end),
-                prefix_tokens=sum(segment_tokens(s) for s in segs),
+                prefix_tokens=segments_tokens(segs),
                 prefix_key=tuple(s.key for s in segs),
                 keys=keys,
                 cum=cum,
