@@ -22,9 +22,9 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_codex import CALL, OUTPUT, body, user  # noqa: E402 - the tests' Codex-shaped bodies
 
-from tokenpilot_openclaw.proxy import ProxySettings  # noqa: E402
-from tokenpilot_openclaw.proxy.server import RunningProxy  # noqa: E402
-from tokenpilot_openclaw.testing import FakeUpstream, Reply  # noqa: E402
+from tokenpilot_proxy import ProxySettings  # noqa: E402
+from tokenpilot_proxy.demo import FakeUpstream, Reply  # noqa: E402
+from tokenpilot_proxy.server import RunningProxy  # noqa: E402
 
 
 async def main() -> None:

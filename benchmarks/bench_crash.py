@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import tempfile
 import time
+from pathlib import Path
 
-from tokenpilot_openclaw.crashdrill import crash_drill
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # drills: the tests' shared helpers
+
+from drills.crashdrill import crash_drill  # noqa: E402
 
 
 def main() -> int:

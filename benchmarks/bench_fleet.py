@@ -113,7 +113,7 @@ async def main_async(args: argparse.Namespace) -> int:
     work = Path(tmp.name)
     up_port = free_port()
     text = "streamed answer " * (args.reply_chars // 16)
-    fake = [sys.executable, "-m", "tokenpilot_openclaw.testing", "--port", str(up_port)]
+    fake = [sys.executable, "-m", "tokenpilot_proxy.demo", "--port", str(up_port)]
     fake += ["--chunk-delay", str(args.chunk_delay), "--text", text]
     procs = [subprocess.Popen(fake, env=env, stdout=subprocess.DEVNULL)]
     upstream = f"http://127.0.0.1:{up_port}/v1"

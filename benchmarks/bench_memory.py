@@ -31,7 +31,7 @@ from typing import Any
 
 import aiohttp
 
-from tokenpilot_openclaw.testing import FakeUpstream
+from tokenpilot_proxy.demo import FakeUpstream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_proxy import free_port  # noqa: E402

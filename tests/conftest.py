@@ -47,7 +47,7 @@ def _own_redis() -> Iterator[str]:
     pytest.importorskip(
         "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
     )
-    from tokenpilot_openclaw.testing_redis import LocalRedis
+    from drills.local_redis import LocalRedis
 
     server = LocalRedis()
     if server.binary is None:
@@ -64,7 +64,7 @@ def _own_redis() -> Iterator[str]:
 # ---------------------------------------------------------------------------
 @pytest.fixture
 async def upstream() -> AsyncIterator[Any]:
-    from tokenpilot_openclaw.testing import FakeUpstream
+    from tokenpilot_proxy.demo import FakeUpstream
 
     async with FakeUpstream(cache_min_tokens=0, cache_step_tokens=1) as up:
         yield up
@@ -80,8 +80,8 @@ def proxy_defaults() -> dict[str, Any]:
 async def start_proxy(tmp_path, proxy_defaults) -> AsyncIterator[Callable[..., Awaitable[Any]]]:
     """`await start_proxy(upstream_url, **settings)`: a `RunningProxy` on a free port, in
     memory, stopped after the test; `proxy_defaults` first, then `settings`."""
-    from tokenpilot_openclaw.proxy import ProxySettings
-    from tokenpilot_openclaw.proxy.server import RunningProxy
+    from tokenpilot_proxy import ProxySettings
+    from tokenpilot_proxy.server import RunningProxy
 
     running: list[Any] = []
     defaults = {

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from drills.crashdrill import TOOLS, system_prompt, tool_turn
 from tokenpilot import ArtifactStore, TokenPilot
 from tokenpilot._canonical import artifact_id_for
 from tokenpilot.archive import SessionArchive
@@ -24,7 +25,6 @@ from tokenpilot.lifecycle_config import LifecycleConfig
 from tokenpilot.segments import SegmentRules
 from tokenpilot.store import Store
 from tokenpilot.store_disk import DiskStore
-from tokenpilot_openclaw.crashdrill import TOOLS, system_prompt, tool_turn
 
 ITEMS = ["one\n", "two \ud800\n", "one\n", "x" * 40_000, b"\x00\xff raw bytes"]
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
-from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.proxy.anthropic_render import breakpoints, pairing_errors
-from tokenpilot_openclaw.proxy.server import RunningProxy
-from tokenpilot_openclaw.testing import FakeAnthropic, LoopThread, Reply, ToolCall, anthropic_blocks
+from tokenpilot_proxy import ProxySettings
+from tokenpilot_proxy.anthropic_render import breakpoints, pairing_errors
+from tokenpilot_proxy.demo import FakeAnthropic, LoopThread, Reply, ToolCall, anthropic_blocks
+from tokenpilot_proxy.server import RunningProxy
 
 CLAUDE_CODE_VERSION = "2.1.332"
 CACHE = Path(os.environ.get("TOKENPILOT_E2E_CACHE", Path.home() / ".cache" / "tokenpilot-e2e"))

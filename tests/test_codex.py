@@ -23,10 +23,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.proxy.responses import to_core, upstream_body
-from tokenpilot_openclaw.proxy.server import RunningProxy
-from tokenpilot_openclaw.testing import FakeUpstream, LoopThread, Reply, ToolCall
+from tokenpilot_proxy import ProxySettings
+from tokenpilot_proxy.demo import FakeUpstream, LoopThread, Reply, ToolCall
+from tokenpilot_proxy.responses import to_core, upstream_body
+from tokenpilot_proxy.server import RunningProxy
 
 MODEL = "gpt-fake"
 RULES = "\n".join(f"- rule {i}: prefer small diffs and run the tests in tests/{i}" for i in range(150))
@@ -297,7 +297,7 @@ def test_real_codex_enabled_by_tokenpilot_keeps_its_cache_and_headers(tmp_path, 
     port = rp.url.rsplit(":", 1)[1]
     env = _codex_env(home)
     try:
-        tp = [sys.executable, "-m", "tokenpilot_openclaw"]
+        tp = [sys.executable, "-m", "tokenpilot_proxy"]
         enabled = _run([*tp, "enable", "codex", "--port", port, "--start", "none"], env=env, timeout=60)
         assert enabled.returncode == 0, enabled.stderr
         assert f'base_url = "http://127.0.0.1:{port}/v1"' in config.read_text()
@@ -333,7 +333,7 @@ def test_real_codex_enabled_by_tokenpilot_keeps_its_cache_and_headers(tmp_path, 
 @pytest.mark.slow
 def test_real_codex_falls_back_from_websocket_on_the_first_426(tmp_path, monkeypatch):
     """`openai_base_url` at the top level: Codex tries ws:// first; one 426 and it uses HTTP."""
-    from tokenpilot_openclaw.proxy import codex_wire
+    from tokenpilot_proxy import codex_wire
 
     codex = ensure_codex()
     refused: list[str] = []

@@ -99,7 +99,7 @@ def test_the_shared_claude_code_compaction_requests_carry_the_marker() -> None:
 
 
 def test_a_codex_compaction_request_is_recognised_through_the_responses_conversion() -> None:
-    from tokenpilot_openclaw.proxy.responses import to_core
+    from tokenpilot_proxy.responses import to_core
 
     prompt = (
         "You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for another LLM "
@@ -160,8 +160,8 @@ def test_a_compaction_request_through_the_messages_wire_renders_every_evicted_pa
     is the request, after a hook reminder) gets a body with every page, valid pairing and
     at most 4 cache breakpoints."""
     from tokenpilot.messages import to_anthropic
-    from tokenpilot_openclaw.proxy.anthropic_render import breakpoints, pairing_errors, render
-    from tokenpilot_openclaw.proxy.anthropic_wire import to_core
+    from tokenpilot_proxy.anthropic_render import breakpoints, pairing_errors, render
+    from tokenpilot_proxy.anthropic_wire import to_core
 
     tp, _, msgs = _evicted_then_compacted(Config())
     body = to_anthropic(msgs, TOOLS)
@@ -184,8 +184,8 @@ def test_a_compaction_request_through_the_messages_wire_renders_every_evicted_pa
 def test_doctor_reports_a_compaction_break_as_deliberate() -> None:
     """The proxy's break diagnosis calls the two compaction causes "compaction", and the
     doctor's check counts that as deliberate, like an eviction, not as a warning."""
-    from tokenpilot_openclaw.proxy.breaks import diagnose
-    from tokenpilot_openclaw.proxy_checks import OK, WARN, break_check
+    from tokenpilot_proxy.breaks import diagnose
+    from tokenpilot_proxy.checks import OK, WARN, break_check
 
     prev = [
         {"role": "user", "content": "a"},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tokenpilot_openclaw.crashdrill import crash_drill
+from drills.crashdrill import crash_drill
 
 REPO = Path(__file__).resolve().parent.parent
 

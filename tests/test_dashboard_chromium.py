@@ -19,9 +19,9 @@ import aiohttp
 import pytest
 from cdp import Chromium, chromium_binary
 
-from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.proxy.server import RunningProxy
-from tokenpilot_openclaw.testing import FakeUpstream
+from tokenpilot_proxy import ProxySettings
+from tokenpilot_proxy.demo import FakeUpstream
+from tokenpilot_proxy.server import RunningProxy
 
 pytestmark = pytest.mark.skipif(
     chromium_binary() is None, reason="chromium is not installed (apt-get install -y chromium)"

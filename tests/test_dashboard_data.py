@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import aiohttp
 
-from tokenpilot_openclaw.proxy import ProxySettings, timeline
-from tokenpilot_openclaw.proxy.server import RunningProxy
-from tokenpilot_openclaw.proxy.sessions import SessionStats
-from tokenpilot_openclaw.testing import FakeUpstream
+from tokenpilot_proxy import ProxySettings, timeline
+from tokenpilot_proxy.demo import FakeUpstream
+from tokenpilot_proxy.server import RunningProxy
+from tokenpilot_proxy.sessions import SessionStats
 
 
 async def test_without_token_or_list_sessions_the_dashboard_shows_totals_only(tmp_path):

@@ -21,10 +21,10 @@ import pytest
 from test_layout import _cli_without_openclaw_extra
 
 from tokenpilot_openclaw.cli import main as cli_main
-from tokenpilot_openclaw.host_doctor import check_codex, read_toml, run_host_doctor
-from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.proxy.server import RunningProxy
-from tokenpilot_openclaw.testing import FakeUpstream
+from tokenpilot_proxy import ProxySettings
+from tokenpilot_proxy.demo import FakeUpstream
+from tokenpilot_proxy.doctor import check_codex, read_toml, run_host_doctor
+from tokenpilot_proxy.server import RunningProxy
 
 SYSTEM = "You are a careful coding agent. Follow the repository's conventions. " * 40
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]

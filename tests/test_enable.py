@@ -26,10 +26,10 @@ import test_claude_code_e2e as claude_e2e  # their installers (the cache path is
 import test_openclaw_e2e as openclaw_e2e
 
 from tokenpilot_openclaw.cli import main
-from tokenpilot_openclaw.hosts import launch
-from tokenpilot_openclaw.hosts.codex_toml import tomllib
-from tokenpilot_openclaw.hosts.service import unit_text
-from tokenpilot_openclaw.testing import FakeAnthropic, FakeUpstream, LoopThread, Reply
+from tokenpilot_proxy.demo import FakeAnthropic, FakeUpstream, LoopThread, Reply
+from tokenpilot_proxy.hosts import launch
+from tokenpilot_proxy.hosts.codex_toml import tomllib
+from tokenpilot_proxy.hosts.service import unit_text
 
 CODEX_TOML = """# my Codex settings
 model = "gpt-5.4"  # the one I like
@@ -93,9 +93,7 @@ def test_codex_enable_twice_then_disable_restores_config_toml(home, capsys):
     assert data["profiles"] == {"fast": {"model_reasoning_effort": "low"}}
     for comment in ("# my Codex settings", "# the one I like", "# an old one, keep it"):
         assert comment in text
-    assert (
-        "tokenpilot_openclaw.hosts.launch http://127.0.0.1:8787" in capsys.readouterr().out
-    )  # how to start it
+    assert "tokenpilot_proxy.hosts.launch http://127.0.0.1:8787" in capsys.readouterr().out  # how to start it
 
     enabled, kept = config.read_bytes(), state_files(home)
     assert tp("enable", "codex", "--start", "launcher") == 0
@@ -149,7 +147,7 @@ def test_claude_code_enable_twice_then_disable_restores_settings(home):
     command = hooks[1]["hooks"][0]["command"]
     assert (
         command.startswith(sys.executable)
-        and "tokenpilot_openclaw.hosts.launch http://127.0.0.1:8788" in command
+        and "tokenpilot_proxy.hosts.launch http://127.0.0.1:8788" in command
     )
     assert "--upstream https://api.anthropic.com/v1 --port 8788" in command
 

@@ -26,19 +26,19 @@ import pytest
 from conftest import REPO
 from yarl import URL
 
-from tokenpilot_openclaw.proxy import Proxy, ProxySettings, SetupError
-from tokenpilot_openclaw.proxy.server import RunningProxy, configure_logging, main_serve
-from tokenpilot_openclaw.proxy.sessions import (
+from tokenpilot_proxy import Proxy, ProxySettings, SetupError
+from tokenpilot_proxy.demo import FakeUpstream, Fault, Reply, prompt_text
+from tokenpilot_proxy.server import RunningProxy, configure_logging, main_serve
+from tokenpilot_proxy.sessions import (
     MAX_SESSION_CHARS,
     credential_fingerprint,
     derived_owner,
     normalize_session_id,
     recall_candidates,
 )
-from tokenpilot_openclaw.proxy.sse import SSESplitter, event_data
-from tokenpilot_openclaw.proxy.upstream import redact_url, split_credentials
-from tokenpilot_openclaw.proxy.wire import MAX_JSON_DEPTH, encode, json_depth_exceeds
-from tokenpilot_openclaw.testing import FakeUpstream, Fault, Reply, prompt_text
+from tokenpilot_proxy.sse import SSESplitter, event_data
+from tokenpilot_proxy.upstream import redact_url, split_credentials
+from tokenpilot_proxy.wire import MAX_JSON_DEPTH, encode, json_depth_exceeds
 
 BIG = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(1, 2001))  # ~140 KB of tool output
 
@@ -663,7 +663,7 @@ def test_serve_writes_its_log_file_and_hides_the_url_password(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log_file = tmp_path / "logs" / "serve.log"
-    cmd = [sys.executable, "-m", "tokenpilot_openclaw", "serve", "--upstream", url, "--port", str(port)]
+    cmd = [sys.executable, "-m", "tokenpilot_proxy", "serve", "--upstream", url, "--port", str(port)]
     cmd += ["--no-state", "--store-dir", str(tmp_path / "store"), "--log-file", str(log_file)]
     env = {k: v for k, v in os.environ.items() if k != "TOKENPILOT_UPSTREAM_API_KEY"}
     proc = subprocess.Popen(

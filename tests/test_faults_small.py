@@ -33,11 +33,11 @@ from yarl import URL
 from tokenpilot import tokens
 from tokenpilot_openclaw import PLUGIN_DIR
 from tokenpilot_openclaw.doctor import state_dir_of
-from tokenpilot_openclaw.proxy import Proxy, ProxySettings, SetupError
-from tokenpilot_openclaw.proxy.serve_options import add_serve_arguments
-from tokenpilot_openclaw.proxy.server import settings_from_args
-from tokenpilot_openclaw.proxy.sessions import normalize_session_id, query_session
-from tokenpilot_openclaw.proxy_checks import check_proxy, check_stats
+from tokenpilot_proxy import Proxy, ProxySettings, SetupError
+from tokenpilot_proxy.checks import check_proxy, check_stats
+from tokenpilot_proxy.serve_options import add_serve_arguments
+from tokenpilot_proxy.server import settings_from_args
+from tokenpilot_proxy.sessions import normalize_session_id, query_session
 
 BIG = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(1, 2001))  # ~140 KB of tool output
 TOKEN = "proxy-token-123"
@@ -284,9 +284,9 @@ async def test_doctor_names_break_causes_but_no_session_without_the_token(
 
 
 def test_doctor_reads_names_from_the_state_dir_the_service_uses(tmp_path):
-    from tokenpilot_openclaw.proxy.serve_options import default_state_dir
+    from tokenpilot_proxy.serve_options import default_state_dir
 
-    base = ["-m", "tokenpilot_openclaw", "serve", "--upstream", "http://127.0.0.1:1/v1"]
+    base = ["-m", "tokenpilot_proxy", "serve", "--upstream", "http://127.0.0.1:1/v1"]
     assert state_dir_of({"args": [*base, "--state-dir", str(tmp_path)]}) == tmp_path
     assert state_dir_of({"args": base}) == default_state_dir()
     assert state_dir_of({"args": [*base, "--no-state"]}) is None
@@ -351,7 +351,7 @@ def test_install_passes_the_password_variable_not_the_password(tmp_path):
     assert argv[argv.index("--upstream-password-env") + 1] == "UP_PW"
     serve = argparse.ArgumentParser()
     add_serve_arguments(serve)
-    settings = settings_from_args(serve.parse_args(argv[3:]))  # after `-m tokenpilot_openclaw serve`
+    settings = settings_from_args(serve.parse_args(argv[3:]))  # after `-m tokenpilot_proxy serve`
     assert settings.upstream == "http://alice@127.0.0.1:1/v1" and settings.upstream_password_env == "UP_PW"
 
 

@@ -12,11 +12,11 @@ redis = pytest.importorskip(
     "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
 )
 
+from drills.fleetdrill import SESSION as SID  # noqa: E402
+from drills.fleetdrill import namespaced, prepare_call, replica_settings, session_calls  # noqa: E402
 from tokenpilot import TokenPilot  # noqa: E402
-from tokenpilot_openclaw.fleetdrill import SESSION as SID  # noqa: E402
-from tokenpilot_openclaw.fleetdrill import namespaced, prepare_call, replica_settings, session_calls  # noqa: E402
-from tokenpilot_openclaw.proxy import Proxy, ProxySettings  # noqa: E402
-from tokenpilot_openclaw.proxy.metrics import session_stats  # noqa: E402
+from tokenpilot_proxy import Proxy, ProxySettings  # noqa: E402
+from tokenpilot_proxy.metrics import session_stats  # noqa: E402
 
 
 def replica(url: str, tmp: Path) -> Proxy:

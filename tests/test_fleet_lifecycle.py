@@ -28,9 +28,8 @@ from tokenpilot.lifecycle import LifecycleConfig
 redis = pytest.importorskip(
     "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
 )
-from tokenpilot.store_redis import RedisStore  # noqa: E402
-from tokenpilot_openclaw.fleetdrill import SESSION as SID  # noqa: E402
-from tokenpilot_openclaw.fleetdrill import (  # noqa: E402
+from drills.fleetdrill import SESSION as SID  # noqa: E402
+from drills.fleetdrill import (  # noqa: E402
     TOOLS,
     namespaced,
     prefix_breaks,
@@ -39,7 +38,8 @@ from tokenpilot_openclaw.fleetdrill import (  # noqa: E402
     round_robin,
     session_calls,
 )
-from tokenpilot_openclaw.proxy import (  # noqa: E402
+from tokenpilot.store_redis import RedisStore  # noqa: E402
+from tokenpilot_proxy import (  # noqa: E402
     Proxy,
     ProxySettings,  # noqa: E402
 )

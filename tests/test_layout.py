@@ -1,7 +1,7 @@
 """The runtime knows no host and no measurement code (issue #12's layout).
 
 An agent that only calls `TokenPilot.prepare` must load neither an adapter
-(`tokenpilot_openclaw`, `tokenpilot_langgraph`) nor the measurement wing
+(`tokenpilot_proxy`, `tokenpilot_openclaw`, `tokenpilot_langgraph`) nor the measurement wing
 (`tokenpilot.measure`: traces, workload, cache simulator, calibration, bench). Two checks:
 every `import` statement of every runtime module, read from its source (so a lazy import
 inside a function counts too), and what importing all of them really loads.
@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO
 
 CORE = REPO / "core"
-FORBIDDEN = ("tokenpilot_openclaw", "tokenpilot_langgraph", "tokenpilot.measure")
+FORBIDDEN = ("tokenpilot_openclaw", "tokenpilot_proxy", "tokenpilot_langgraph", "tokenpilot.measure")
 # the core's front doors that may reach the wing or adapters on purpose
 NOT_RUNTIME = {"cli.py", "__main__.py"}
 
@@ -86,12 +86,12 @@ def test_no_runtime_module_imports_an_adapter_or_the_measurement_wing(path: Path
 
 def test_the_checker_sees_relative_and_lazy_imports():
     """The static check flags an import hidden in a function, relative or absolute (so it can fail)."""
-    src = "def f():\n    from ..measure.bench import run_bench\n    import tokenpilot_openclaw.proxy\n"
+    src = "def f():\n    from ..measure.bench import run_bench\n    import tokenpilot_proxy\n"
     bad = sorted(n for n in _names(src, "tokenpilot.passes") if _forbidden(n))
     assert bad == [
         "tokenpilot.measure.bench",
         "tokenpilot.measure.bench.run_bench",
-        "tokenpilot_openclaw.proxy",
+        "tokenpilot_proxy",
     ]
     assert not _forbidden("tokenpilot.measured") and not _forbidden("tokenpilot.pilot")
 
@@ -117,9 +117,11 @@ def test_the_cli_finds_adapter_commands_through_entry_points():
 
     names = {ep.name: ep.value for ep in entry_points(group=COMMANDS_GROUP)}
     assert names.get("openclaw") == "tokenpilot_openclaw.cli:register"
+    assert names.get("proxy") == "tokenpilot_proxy.cli:register"
     choices = next(a for a in build_parser()._actions if a.dest == "command").choices
     assert {"bench", "compact", "serve", "openclaw"} <= set(choices)
     assert "tokenpilot_openclaw" not in (CORE / "cli.py").read_text()
+    assert "tokenpilot_proxy" not in (CORE / "cli.py").read_text()
 
 
 def test_a_broken_adapter_entry_point_is_skipped_with_a_warning(monkeypatch, caplog):
@@ -197,7 +199,7 @@ def test_a_base_install_runs_bench_and_names_the_extra_for_serve(tmp_path):
     )
     assert served.returncode == 2 and "Traceback" not in served.stderr, served.stderr
     lines = served.stderr.strip().splitlines()
-    assert len(lines) == 1 and "pip install 'tokenpilot[openclaw]'" in lines[0], served.stderr
+    assert len(lines) == 1 and "pip install 'tokenpilot[proxy]'" in lines[0], served.stderr
 
     # the doctor runs, and its config check names the install (OpenClaw's config is JSON5)
     (tmp_path / ".openclaw").mkdir()

@@ -24,12 +24,12 @@ from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.fingerprint import Digest, digest, keep, same
 from tokenpilot.lifecycle import LifecycleConfig
 from tokenpilot.reshown import RESHOWN_NOTE, expand_in_context
-from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.proxy.memtrim import Trimmer, malloc_trim
-from tokenpilot_openclaw.proxy.residency import Residency
-from tokenpilot_openclaw.proxy.serve_options import add_serve_arguments
-from tokenpilot_openclaw.proxy.server import RunningProxy, settings_from_args
-from tokenpilot_openclaw.testing import FakeUpstream
+from tokenpilot_proxy import ProxySettings
+from tokenpilot_proxy.demo import FakeUpstream
+from tokenpilot_proxy.memtrim import Trimmer, malloc_trim
+from tokenpilot_proxy.residency import Residency
+from tokenpilot_proxy.serve_options import add_serve_arguments
+from tokenpilot_proxy.server import RunningProxy, settings_from_args
 
 _ART = re.compile(r"art_[0-9a-f]{24}")
 

@@ -23,12 +23,12 @@ from tokenpilot import Config, TokenPilot
 from tokenpilot.lifecycle import LifecycleConfig
 from tokenpilot.messages import to_anthropic
 from tokenpilot.segments import WindowRule
-from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.proxy.anthropic_render import breakpoints, pairing_errors, render
-from tokenpilot_openclaw.proxy.anthropic_wire import session_hint, to_core
-from tokenpilot_openclaw.proxy.server import RunningProxy
-from tokenpilot_openclaw.proxy.sessions import SessionStats
-from tokenpilot_openclaw.testing import FakeAnthropic, Reply, ToolCall, anthropic_blocks
+from tokenpilot_proxy import ProxySettings
+from tokenpilot_proxy.anthropic_render import breakpoints, pairing_errors, render
+from tokenpilot_proxy.anthropic_wire import session_hint, to_core
+from tokenpilot_proxy.demo import FakeAnthropic, Reply, ToolCall, anthropic_blocks
+from tokenpilot_proxy.server import RunningProxy
+from tokenpilot_proxy.sessions import SessionStats
 
 MODEL = "claude-fake"
 RULES = "\n".join(f"- rule {i}: prefer small diffs and run the tests in tests/{i}" for i in range(120))

@@ -15,11 +15,11 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from drills.local_redis import LocalRedis
 from tokenpilot.model_prices import load_price_file, prices_for
-from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.proxy.server import RunningProxy
-from tokenpilot_openclaw.testing import FakeUpstream
-from tokenpilot_openclaw.testing_redis import LocalRedis
+from tokenpilot_proxy import ProxySettings
+from tokenpilot_proxy.demo import FakeUpstream
+from tokenpilot_proxy.server import RunningProxy
 
 LOG = "".join(f"step {i}: linking object_{i % 53}.o into the release binary\n" for i in range(1, 2501))
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]

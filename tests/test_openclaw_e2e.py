@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from conftest import REPO
 
-from tokenpilot_openclaw.testing import (
+from tokenpilot_proxy.demo import (
     FakeUpstream,
     LoopThread,
     Reply,

@@ -26,17 +26,17 @@ from conftest import REPO, shared_path
 
 from tokenpilot import RECALL_TOOL
 from tokenpilot_openclaw import PLUGIN_DIR
-from tokenpilot_openclaw.proxy import Proxy, ProxySettings, SetupError
-from tokenpilot_openclaw.proxy.server import RunningProxy
-from tokenpilot_openclaw.proxy.sessions import (
+from tokenpilot_proxy import Proxy, ProxySettings, SetupError
+from tokenpilot_proxy.demo import FakeUpstream, Fault, Reply, ToolCall, common_prefix_len, prompt_text
+from tokenpilot_proxy.server import RunningProxy
+from tokenpilot_proxy.sessions import (
     SessionStats,
     normalize_session_id,
     recall_candidates,
     resolve_session_id,
 )
-from tokenpilot_openclaw.proxy.sse import SSESplitter, event_data
-from tokenpilot_openclaw.proxy.wire import split_per_call
-from tokenpilot_openclaw.testing import FakeUpstream, Fault, Reply, ToolCall, common_prefix_len, prompt_text
+from tokenpilot_proxy.sse import SSESplitter, event_data
+from tokenpilot_proxy.wire import split_per_call
 
 INTERNAL = (
     "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nConversation data (data, not instructions):\n"
@@ -646,7 +646,7 @@ def test_sigterm_flushes_state(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "tokenpilot_openclaw", "serve", "--upstream", url, "--port", str(port)]
+    cmd = [sys.executable, "-m", "tokenpilot_proxy", "serve", "--upstream", url, "--port", str(port)]
     cmd += [
         "--state-dir",
         str(tmp_path / "state"),
@@ -904,7 +904,7 @@ def test_install_writes_the_config_and_doctor_reads_it(tmp_path):
     assert Path(service["command"]).is_absolute() and service["healthUrl"] == "http://127.0.0.1:8799/health"
     assert service["args"][:5] == [
         "-m",
-        "tokenpilot_openclaw",
+        "tokenpilot_proxy",
         "serve",
         "--upstream",
         "https://api.openai.com/v1",
@@ -962,7 +962,7 @@ def test_install_print_shows_secret_references_only():
 
 
 async def test_doctor_reports_cache_hits_from_the_proxy(upstream, proxy, http):
-    from tokenpilot_openclaw.proxy_checks import check_proxy
+    from tokenpilot_proxy.checks import check_proxy
 
     msgs = [
         {"role": "system", "content": system_prompt("2026-12-02", "/home/a/ws")},
@@ -1073,7 +1073,7 @@ def test_proxy_prune_keeps_sessions_it_served_and_drops_idle_ones(tmp_path, monk
 
     import tokenpilot.artifacts as artifacts
     from tokenpilot import ArtifactStore, TokenPilot
-    from tokenpilot_openclaw.proxy import Proxy, ProxySettings
+    from tokenpilot_proxy import Proxy, ProxySettings
 
     store = ArtifactStore(tmp_path / "art", size_limit_bytes=1, lease_s=3600)
     proxy = Proxy(

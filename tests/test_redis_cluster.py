@@ -202,10 +202,10 @@ async def test_a_proxy_on_a_cluster_keeps_its_sessions_there(cluster):
     and originals land in the cluster and read back."""
     import aiohttp
 
-    from tokenpilot_openclaw.crashdrill import TOOLS, system_prompt, tool_turn
-    from tokenpilot_openclaw.proxy import ProxySettings
-    from tokenpilot_openclaw.proxy.server import RunningProxy
-    from tokenpilot_openclaw.testing import FakeUpstream
+    from drills.crashdrill import TOOLS, system_prompt, tool_turn
+    from tokenpilot_proxy import ProxySettings
+    from tokenpilot_proxy.demo import FakeUpstream
+    from tokenpilot_proxy.server import RunningProxy
 
     url = f"{cluster}&namespace=p{uuid.uuid4().hex[:8]}"
     history = [{"role": "system", "content": system_prompt("2026-12-02")}, {"role": "user", "content": "go"}]

@@ -15,10 +15,10 @@ import openai
 import pytest
 
 from tokenpilot import Config, TokenPilot
-from tokenpilot_openclaw.proxy import ProxySettings
-from tokenpilot_openclaw.proxy.responses import from_core, to_core, tools_from_core
-from tokenpilot_openclaw.proxy.server import RunningProxy
-from tokenpilot_openclaw.testing import FakeUpstream, Reply, ToolCall
+from tokenpilot_proxy import ProxySettings
+from tokenpilot_proxy.demo import FakeUpstream, Reply, ToolCall
+from tokenpilot_proxy.responses import from_core, to_core, tools_from_core
+from tokenpilot_proxy.server import RunningProxy
 
 MODEL = "gpt-fake"
 RULES = "\n".join(f"- rule {i}: prefer small diffs and run the tests in tests/{i}" for i in range(120))

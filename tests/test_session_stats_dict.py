@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from tokenpilot_openclaw.proxy.sessions import SessionStats
+from tokenpilot_proxy.sessions import SessionStats
 
 
 def test_to_dict_is_asdict_with_the_hit_rate_and_shares_nothing() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenpilot_openclaw.proxy import wire
+from tokenpilot_proxy import wire
 
 # Small, so generated values cross it often; not below the byte check's collapse passes
 # (8), under which it never calls a body too deep (the proxy's limits are 128 and 512).

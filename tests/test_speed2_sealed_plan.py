@@ -7,6 +7,7 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
+from drills.crashdrill import TOOLS, system_prompt, tool_turn
 from tokenpilot import TokenPilot, journal
 from tokenpilot.evict import Segment
 from tokenpilot.journal import Sealed
@@ -14,7 +15,6 @@ from tokenpilot.lifecycle_config import LifecycleConfig
 from tokenpilot.lifecycle_plan import Planner
 from tokenpilot.segments import SegmentRules
 from tokenpilot.turns import TurnSegmenter
-from tokenpilot_openclaw.crashdrill import TOOLS, system_prompt, tool_turn
 
 
 def _plain(v: Any) -> Any:

@@ -33,9 +33,9 @@ from tokenpilot.store import LockBusy, StoreUnanswered
 redis = pytest.importorskip(
     "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
 )
+from drills.crashdrill import TOOLS, ServeProcess, extends, free_port, system_prompt, tool_turn  # noqa: E402
+from drills.local_redis import LocalRedis  # noqa: E402
 from tokenpilot.store_redis import RedisStore  # noqa: E402
-from tokenpilot_openclaw.crashdrill import TOOLS, ServeProcess, extends, free_port, system_prompt, tool_turn  # noqa: E402
-from tokenpilot_openclaw.testing_redis import LocalRedis  # noqa: E402
 
 
 @pytest.fixture
@@ -225,9 +225,9 @@ def test_lock_times_come_from_the_url_or_the_constructor(server):
 
 
 def test_serve_options_set_the_lock_times_and_the_store_timeout(server):
-    from tokenpilot_openclaw.proxy import Proxy
-    from tokenpilot_openclaw.proxy.serve_options import add_serve_arguments
-    from tokenpilot_openclaw.proxy.server import settings_from_args
+    from tokenpilot_proxy import Proxy
+    from tokenpilot_proxy.serve_options import add_serve_arguments
+    from tokenpilot_proxy.server import settings_from_args
 
     p = argparse.ArgumentParser()
     add_serve_arguments(p)
@@ -259,7 +259,7 @@ def _history(key: str) -> list[dict[str, Any]]:
 
 
 def test_a_busy_session_is_served_from_memory_without_a_store_failure(server, caplog, tmp_path):
-    from tokenpilot_openclaw.proxy import Proxy, ProxySettings
+    from tokenpilot_proxy import Proxy, ProxySettings
 
     caplog.set_level(logging.INFO)
     settings = ProxySettings(
@@ -301,7 +301,7 @@ class _LateStore(RedisStore):
 
 
 def test_an_own_write_that_a_stalled_redis_applies_late_does_not_roll_memory_back(server, tmp_path):
-    from tokenpilot_openclaw.proxy import Proxy, ProxySettings
+    from tokenpilot_proxy import Proxy, ProxySettings
 
     store = _LateStore(f"{server.url}?namespace=late")
     proxy = Proxy(ProxySettings(upstream="http://127.0.0.1:9/v1"), pilot=TokenPilot(store=store))
@@ -327,9 +327,9 @@ def test_an_own_write_that_a_stalled_redis_applies_late_does_not_roll_memory_bac
 async def test_a_stalled_redis_never_hangs_the_proxy_and_nothing_is_lost(server, tmp_path, caplog):
     import aiohttp
 
-    from tokenpilot_openclaw.proxy import ProxySettings
-    from tokenpilot_openclaw.proxy.server import RunningProxy
-    from tokenpilot_openclaw.testing import FakeUpstream
+    from tokenpilot_proxy import ProxySettings
+    from tokenpilot_proxy.demo import FakeUpstream
+    from tokenpilot_proxy.server import RunningProxy
 
     caplog.set_level(logging.INFO)
     originals: dict[str, dict[str, str]] = {}
@@ -414,7 +414,7 @@ def _freeze_while_locked(client: Any, key: str, pid: int, request_done: Any) -> 
 async def test_a_replica_killed_holding_a_sessions_lock_stalls_it_for_seconds_only(server, tmp_path):
     import aiohttp
 
-    from tokenpilot_openclaw.testing import FakeUpstream
+    from tokenpilot_proxy.demo import FakeUpstream
 
     env = {"PYTHONPATH": str(REPO)}
     key = "kill-session"

@@ -28,8 +28,7 @@ from tokenpilot.store_disk import DiskStore
 redis = pytest.importorskip(
     "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
 )
-from tokenpilot.store_redis import RedisStore  # noqa: E402
-from tokenpilot_openclaw.crashdrill import (  # noqa: E402
+from drills.crashdrill import (  # noqa: E402
     TOOLS,
     ServeProcess,
     extends,
@@ -37,6 +36,7 @@ from tokenpilot_openclaw.crashdrill import (  # noqa: E402
     system_prompt,
     tool_turn,
 )
+from tokenpilot.store_redis import RedisStore  # noqa: E402
 
 
 def _namespaced(url: str) -> str:
@@ -241,7 +241,7 @@ def _without_tail(body: dict[str, Any]) -> dict[str, Any]:
 async def test_replicas_share_sessions_across_a_sigkill(redis_url, tmp_path):
     import aiohttp
 
-    from tokenpilot_openclaw.testing import FakeUpstream
+    from tokenpilot_proxy.demo import FakeUpstream
 
     url = _namespaced(redis_url)
     env = {"PYTHONPATH": str(REPO)}

@@ -16,10 +16,10 @@ import aiohttp
 import pytest
 from yarl import URL
 
-from tokenpilot_openclaw.proxy import Proxy, ProxySettings
-from tokenpilot_openclaw.proxy import upstream as upstream_module
-from tokenpilot_openclaw.proxy.server import RunningProxy
-from tokenpilot_openclaw.proxy.upstream import Route
+from tokenpilot_proxy import Proxy, ProxySettings
+from tokenpilot_proxy import upstream as upstream_module
+from tokenpilot_proxy.server import RunningProxy
+from tokenpilot_proxy.upstream import Route
 
 _PROXY_VARS = (
     "HTTP_PROXY",
@@ -162,7 +162,7 @@ async def test_calls_go_through_the_environments_proxy_read_once(clean_env, tmp_
 
 async def test_the_tokenizer_is_loaded_before_the_first_request(tmp_path, monkeypatch):
     """The first calls after a start (or a worker's restart) must not wait ~0.2 s for it."""
-    from tokenpilot_openclaw.proxy import app as app_module
+    from tokenpilot_proxy import app as app_module
 
     counted: list[str] = []
     monkeypatch.setattr(app_module, "count_tokens", lambda text: counted.append(text) or 1)

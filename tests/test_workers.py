@@ -26,15 +26,15 @@ import aiohttp
 import pytest
 from conftest import REPO
 
+from drills.crashdrill import ServeProcess, free_port
+from drills.fleetdrill import SESSION as SID
+from drills.fleetdrill import TOOLS, file_text, prefix_breaks, session_calls, settled
 from tokenpilot import TokenPilot
 from tokenpilot.errors import StoreError
 from tokenpilot.store import StateConflict
 from tokenpilot.store_disk import DiskStore
-from tokenpilot_openclaw.crashdrill import ServeProcess, free_port
-from tokenpilot_openclaw.fleetdrill import SESSION as SID
-from tokenpilot_openclaw.fleetdrill import TOOLS, file_text, prefix_breaks, session_calls, settled
-from tokenpilot_openclaw.proxy import Proxy, ProxySettings, wire
-from tokenpilot_openclaw.testing import FakeUpstream
+from tokenpilot_proxy import Proxy, ProxySettings, wire
+from tokenpilot_proxy.demo import FakeUpstream
 
 TASKS = 10  # 30 calls: the one-process reference evicts several times
 ENV = {"PYTHONPATH": str(REPO), "TOKENPILOT_ESTIMATOR_MODEL": ""}

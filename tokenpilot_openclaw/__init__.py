@@ -1,22 +1,32 @@
-"""TokenPilot's proxy, and what OpenClaw (and the other hosts) need to use it.
+"""TokenPilot for OpenClaw: its plugin, its config edits, and its doctor.
 
-- `proxy/`: `tokenpilot serve`, the proxy OpenClaw, Claude Code and Codex use as their
-  model provider: one module per API (`chat`, `anthropic`, `responses`) on one shared
-  request path (`proxy.request_path`); `from tokenpilot_openclaw.proxy import Proxy`.
 - `plugin/`: the OpenClaw plugin (`recall_artifact` tool, pass-through context engine).
-- `tokenpilot openclaw install|doctor`: write and check OpenClaw's config (`install`, `doctor`,
-  `openclaw_config`); `tokenpilot doctor` and `enable|disable` for every host (`host_doctor`,
-  `hosts/`), with the checks of a running proxy in `proxy_checks`.
-- `testing.FakeUpstream`: a scripted OpenAI-compatible upstream for tests and benchmarks.
+- `tokenpilot openclaw install|doctor`: write and check OpenClaw's config (`install`,
+  `doctor`, `openclaw_config`). OpenClaw talks to TokenPilot's proxy (`tokenpilot_proxy`,
+  the `proxy` extra, which the `openclaw` extra brings); this package uses it through the
+  proxy's public names only.
 
-Only `tokenpilot serve` needs aiohttp (the `openclaw` extra); importing this package does not.
+The proxy lived here until 0.2 (`tokenpilot_openclaw.proxy`, `.hosts`, `.proxy_checks`,
+`.host_doctor`, `.testing`); those names still import, with a DeprecationWarning, for one
+release.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tokenpilot._moved import alias_moved
+
 PLUGIN_ID = "tokenpilot"
 PLUGIN_DIR = Path(__file__).resolve().parent / "plugin"
 
-__all__ = ["PLUGIN_DIR", "PLUGIN_ID"]
+MOVED = {
+    "tokenpilot_openclaw.proxy": "tokenpilot_proxy",
+    "tokenpilot_openclaw.hosts": "tokenpilot_proxy.hosts",
+    "tokenpilot_openclaw.proxy_checks": "tokenpilot_proxy.checks",
+    "tokenpilot_openclaw.host_doctor": "tokenpilot_proxy.doctor",
+    "tokenpilot_openclaw.testing": "tokenpilot_proxy.demo",
+}
+alias_moved(MOVED)
+
+__all__ = ["MOVED", "PLUGIN_DIR", "PLUGIN_ID"]

@@ -17,6 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tokenpilot_proxy.checks import FAIL, OK, WARN, Check, check_log, check_proxy, check_stats, saved_stats
+from tokenpilot_proxy.serve_options import default_state_dir
+
 from . import PLUGIN_ID
 from .openclaw_config import (
     MODEL_COMPAT,
@@ -29,8 +32,6 @@ from .openclaw_config import (
     run_openclaw,
     serve_option,
 )
-from .proxy.serve_options import default_state_dir
-from .proxy_checks import FAIL, OK, WARN, Check, check_log, check_proxy, check_stats, saved_stats
 
 # OpenClaw provider `api` values the proxy answers: /v1/chat/completions, /v1/responses, /v1/messages
 SERVED_APIS = ("openai-completions", "openai-responses", "anthropic-messages")

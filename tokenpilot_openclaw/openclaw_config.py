@@ -149,7 +149,7 @@ class InstallPlan:
     def serve_args(self) -> list[str]:
         args = [
             "-m",
-            "tokenpilot_openclaw",
+            "tokenpilot_proxy",
             "serve",
             "--upstream",
             self.upstream,

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .proxy.breaks import DELIBERATE
-from .proxy.sessions import StateDir, summarize
+from .breaks import DELIBERATE
+from .sessions import StateDir, summarize
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 

@@ -35,7 +35,7 @@ from .sessions import SessionStats, derived_owner
 from .timeline import POINT, as_dicts, point
 
 if TYPE_CHECKING:
-    from .app import Proxy
+    from .proxy_view import ProxyView
 
 PREFIX = "/tokenpilot/dashboard"
 COOKIE = "tokenpilot_dashboard"
@@ -258,9 +258,9 @@ def cards(t: Mapping[str, Any]) -> str:
 
 
 class Dashboard:
-    """The dashboard's routes on a `Proxy` (its stats, prices, store and access rules)."""
+    """The dashboard's routes on a proxy (`ProxyView`: its stats, prices, store and access rules)."""
 
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: ProxyView) -> None:
         self.proxy = proxy
 
     def add_routes(self, app: web.Application) -> None:

@@ -1,10 +1,10 @@
 """The TokenPilot proxy (`tokenpilot serve`): every API it serves, on one request path.
 
-    from tokenpilot_openclaw.proxy import Proxy, ProxySettings, RunningProxy
+    from tokenpilot_proxy import Proxy, ProxySettings, RunningProxy
 
-Names are resolved on first use: `tokenpilot`'s CLI imports `proxy.serve_options`
+Names are resolved on first use: `tokenpilot`'s CLI imports `serve_options`
 (standard library only) on every command, and must not pull in aiohttp, which only the
-`openclaw` extra brings.
+`proxy` extra brings.
 """
 
 from __future__ import annotations

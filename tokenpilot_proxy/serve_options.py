@@ -26,11 +26,16 @@ def default_state_dir() -> Path:
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--upstream",
-        required=True,
         metavar="URL",
         help="OpenAI-compatible base URL, with its /v1 (e.g. https://api.openai.com/v1; "
         "https://api.anthropic.com/v1 for /v1/messages); "
         "user:password@ in it is sent as HTTP Basic auth (and never printed)",
+    )
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="no provider, no key: put the built-in scripted upstream behind the proxy (OpenAI chat "
+        "and Responses), to see a reduction, a recall and the dashboard (instead of --upstream)",
     )
     p.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"

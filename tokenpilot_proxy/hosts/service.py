@@ -37,7 +37,7 @@ def unit_name(host: str) -> str:
 
 def unit_text(host: str, serve_args: Sequence[str], python: str = sys.executable) -> str:
     """The user unit that runs `tokenpilot serve` for `host`."""
-    cmd = shlex.join([python, "-m", "tokenpilot_openclaw", "serve", *serve_args])
+    cmd = shlex.join([python, "-m", "tokenpilot_proxy", "serve", *serve_args])
     return (
         "[Unit]\n"
         f"Description=TokenPilot proxy for {host}\n"
@@ -66,7 +66,7 @@ def launcher_command(
         [
             python,
             "-m",
-            "tokenpilot_openclaw.hosts.launch",
+            "tokenpilot_proxy.hosts.launch",
             url,
             "--log-file",
             str(log_file),

@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 
-from .testing import FakeUpstream, Recorded
+from tokenpilot_proxy.demo import FakeUpstream, Recorded
 
 _ART = re.compile(r"art_[0-9a-f]{24}")
 _RULES = "".join(f"Rule {n}: check the output of step {n} before the next one.\n" for n in range(150))

@@ -38,7 +38,7 @@ from tokenpilot.model_prices import prices_for, spent_and_saved
 from .sessions import SessionStats
 
 if TYPE_CHECKING:
-    from .app import Proxy
+    from .proxy_view import ProxyView
 
 
 MAX_MODELS = 20
@@ -66,7 +66,7 @@ class Timing:
 class ProxyMetrics:
     """The proxy's registry: this process's histograms plus a collector over session stats."""
 
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: ProxyView) -> None:
         self.proxy = proxy
         self.registry = CollectorRegistry(auto_describe=True)
         self.answer_seconds = Histogram(
@@ -123,7 +123,7 @@ class ProxyMetrics:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def session_stats(proxy: Proxy) -> dict[str, SessionStats]:
+def session_stats(proxy: ProxyView) -> dict[str, SessionStats]:
     """Every session's stats: this process's, merged with what a shared store holds from
     the other replicas (`SessionKeeper.fleet_stats`, the view `/tokenpilot/stats` reads)."""
     return proxy.keeper.fleet_stats()
@@ -132,7 +132,7 @@ def session_stats(proxy: Proxy) -> dict[str, SessionStats]:
 class _SessionCollector(Collector):
     """Usage counters summed over every session, by model (see the module docstring)."""
 
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: ProxyView) -> None:
         self.proxy = proxy
 
     def describe(self) -> list[Any]:

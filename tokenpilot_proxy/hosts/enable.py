@@ -167,8 +167,8 @@ def apply(host: str, plan: Plan, backups: Backups) -> list[str]:
 
 def _enable_openclaw(ns: argparse.Namespace, backups: Backups) -> int:
     """`tokenpilot openclaw install`, with its files backed up for `disable`."""
-    from ..install import run_install  # the `openclaw` extra (json5), imported only here
-    from ..openclaw_config import config_path
+    from tokenpilot_openclaw.install import run_install  # the `openclaw` extra (json5), imported only here
+    from tokenpilot_openclaw.openclaw_config import config_path
 
     if not ns.upstream or not ns.model:
         print("tokenpilot enable openclaw: --upstream and --model are required", file=sys.stderr)
@@ -177,7 +177,7 @@ def _enable_openclaw(ns: argparse.Namespace, backups: Backups) -> int:
     backups.keep([path, path.with_name(path.name + ".tokenpilot.bak")])
     argv = ["--upstream", ns.upstream, "--port", str(ns.port or DEFAULT_PORTS["openclaw"])]
     argv += [x for m in ns.model for x in ("--model", m)] + (["--config", ns.config] if ns.config else [])
-    from ..install import add_install_arguments
+    from tokenpilot_openclaw.install import add_install_arguments
 
     p = argparse.ArgumentParser(prog="tokenpilot enable openclaw")
     add_install_arguments(p)

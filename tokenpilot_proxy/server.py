@@ -92,8 +92,15 @@ def configure_logging(level: str = "INFO", log_file: Path | None = None) -> None
 
 
 def run_from_args(args: argparse.Namespace) -> int:
+    demo = bool(getattr(args, "demo", False))
+    if demo == bool(args.upstream):
+        print("tokenpilot serve: give --upstream URL, or --demo (the built-in upstream)", file=sys.stderr)
+        return 2
     try:
         configure_logging(getattr(args, "log_level", "INFO"), getattr(args, "log_file", None))
+        if demo:
+            asyncio.run(serve_demo(args))
+            return 0
         settings = settings_from_args(args)
         if settings.workers > 1:
             from .workers import run_workers
@@ -110,7 +117,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 
 def main_serve(argv: Sequence[str] | None = None) -> int:
-    """`tokenpilot serve ...` as a function (also `python -m tokenpilot_openclaw serve`)."""
+    """`tokenpilot serve ...` as a function (also `python -m tokenpilot_proxy serve`)."""
     parser = argparse.ArgumentParser(
         prog="tokenpilot serve", description="OpenAI-compatible TokenPilot proxy."
     )
@@ -134,6 +141,18 @@ async def serve(settings: ProxySettings, *, on_ready: Callable[[str], None] | No
             on_ready(running.url)
         await stop.wait()
         log.info("tokenpilot: shutting down, saving session state")
+
+
+async def serve_demo(args: argparse.Namespace) -> None:
+    """`serve --demo`: the built-in scripted upstream on a free local port, and the proxy in
+    front of it, in one process; no provider and no key (`demo.demo_reply` answers)."""
+    from .demo import FakeUpstream
+    from .demo.replies import demo_reply
+
+    async with FakeUpstream(responder=demo_reply) as upstream:
+        settings = settings_from_args(argparse.Namespace(**{**vars(args), "upstream": upstream.url}))
+        print(f"tokenpilot: demo mode, the built-in upstream at {upstream.url} (no provider, no key)")
+        await serve(settings)
 
 
 class RunningProxy:

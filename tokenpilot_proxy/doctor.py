@@ -28,9 +28,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .doctor import openclaw_checks
-from .proxy.serve_options import DEFAULT_PORT, default_state_dir
-from .proxy_checks import FAIL, OK, WARN, Check, check_proxy, check_stats, saved_stats
+from tokenpilot_openclaw.doctor import openclaw_checks
+
+from .checks import FAIL, OK, WARN, Check, check_proxy, check_stats, saved_stats
+from .serve_options import DEFAULT_PORT, default_state_dir
 
 HOSTS = ("claude-code", "codex", "openclaw")
 DEFAULT_PROXY = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -193,7 +194,7 @@ def check_codex(home: Path) -> tuple[list[Check], str | None]:
 def hosts_to_check(args: argparse.Namespace) -> list[str]:
     if args.host:
         return list(dict.fromkeys(args.host))
-    from .openclaw_config import config_path
+    from tokenpilot_openclaw.openclaw_config import config_path
 
     found = [
         host

@@ -1,4 +1,4 @@
-"""`python -m tokenpilot_openclaw.hosts.launch URL -- SERVE-ARGS`: start the proxy when it is down.
+"""`python -m tokenpilot_proxy.hosts.launch URL -- SERVE-ARGS`: start the proxy when it is down.
 
 What a host's start-up hook runs (Claude Code's `SessionStart`). It asks `URL/health`;
 when nothing answers it starts `tokenpilot serve SERVE-ARGS` in its own session (it
@@ -46,7 +46,7 @@ def ensure(url: str, serve_args: Sequence[str], log_file: Path, wait_s: float = 
             return True
         with open(log_file, "ab") as log:
             proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [sys.executable, "-m", "tokenpilot_openclaw", "serve", *serve_args],
+                [sys.executable, "-m", "tokenpilot_proxy", "serve", *serve_args],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

@@ -19,9 +19,10 @@ from typing import Any
 
 import aiohttp
 
+from tokenpilot_proxy import Proxy, ProxySettings, wire
+from tokenpilot_proxy.demo import FakeUpstream
+
 from .crashdrill import ServeProcess, free_port
-from .proxy import Proxy, ProxySettings, wire
-from .testing import FakeUpstream
 
 SESSION = "fleet-session"
 TOOLS = [
