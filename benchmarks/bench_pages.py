@@ -28,7 +28,7 @@ from contract import render_through_facade  # noqa: E402
 from html_metrics import grams_kept, visible_text  # noqa: E402
 
 from tokenpilot import TokenPilot  # noqa: E402
-from tokenpilot.artifacts import ArtifactStore  # noqa: E402
+from tokenpilot.store.artifacts import ArtifactStore  # noqa: E402
 
 SHARED = Path(os.environ.get("TOKENPILOT_SHARED", REPO.parent / "shared"))
 CORPUS = SHARED / "html" / "readability"

@@ -13,7 +13,7 @@ import random
 import statistics
 import time
 
-from tokenpilot.artifacts import ArtifactStore
+from tokenpilot.store.artifacts import ArtifactStore
 
 RUNS = 3
 TARGET_BYTES = 10 * 2**20

@@ -45,13 +45,13 @@ from pathlib import Path
 
 from tokenpilot import Config, TokenPilot
 from tokenpilot._canonical import artifact_id_for
-from tokenpilot.artifacts import ArtifactStore
+from tokenpilot.ingest.pipeline import Pipeline
 from tokenpilot.measure.bench.methods import truncating_at
 from tokenpilot.measure.traces import load
 from tokenpilot.passes.base import PassContext
 from tokenpilot.passes.folding import is_code_read as reads_a_file
 from tokenpilot.passes.truncate import tool_family
-from tokenpilot.pipeline import Pipeline
+from tokenpilot.store.artifacts import ArtifactStore
 
 GATE = 2200
 READ_FAMILIES = frozenset({"read", "file_read", "read_file", "view", "cat", "notebook_read"})

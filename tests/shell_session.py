@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from builders import Session
 
-from tokenpilot.segments import bundle_record
-from tokenpilot.turns import segment_turns
+from tokenpilot.lifecycle.segments import bundle_record
+from tokenpilot.messages.turns import segment_turns
 
 BIG = "\n".join(f"line {i}: value_{i} = compute_thing_{i}(x)" for i in range(120))  # ~1.2k tokens
 SRC = "/testbed/pkg/models/base.py"

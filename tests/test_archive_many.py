@@ -20,11 +20,11 @@ import pytest
 from drills.crashdrill import TOOLS, system_prompt, tool_turn
 from tokenpilot import ArtifactStore, TokenPilot
 from tokenpilot._canonical import artifact_id_for
-from tokenpilot.archive import SessionArchive
-from tokenpilot.lifecycle_config import LifecycleConfig
-from tokenpilot.segments import SegmentRules
-from tokenpilot.store import Store
-from tokenpilot.store_disk import DiskStore
+from tokenpilot.lifecycle.segments import SegmentRules
+from tokenpilot.lifecycle.settings import LifecycleConfig
+from tokenpilot.store.archive import SessionArchive
+from tokenpilot.store.disk import DiskStore
+from tokenpilot.store.protocol import Store
 
 ITEMS = ["one\n", "two \ud800\n", "one\n", "x" * 40_000, b"\x00\xff raw bytes"]
 
@@ -38,7 +38,7 @@ def make_store(request, tmp_path) -> Callable[[], Any]:
     pytest.importorskip(
         "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
     )
-    from tokenpilot.store_redis import RedisStore
+    from tokenpilot.store.redis import RedisStore
 
     url = request.getfixturevalue("redis_url")
     return lambda: RedisStore(f"{url}{'&' if '?' in url else '?'}namespace=test-{uuid.uuid4().hex[:12]}")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.errors import ArtifactNotFound
+from tokenpilot.store.artifacts import ArtifactStore
 
 TEXT = "".join(f"line {i}: value {i * 7}\n" for i in range(1, 101))
 

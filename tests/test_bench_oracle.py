@@ -23,7 +23,7 @@ from tokenpilot.measure.bench.replay import ordered_jobs, replay
 from tokenpilot.measure.bench.retention import NeedIndex
 from tokenpilot.measure.cachesim import get_profile
 from tokenpilot.measure.traces.model import RecordedCall, Session, Usage
-from tokenpilot.pairing import validate_pairing
+from tokenpilot.messages.pairing import validate_pairing
 from tokenpilot.pricing import Prices, cost
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"

@@ -11,9 +11,9 @@ from strategies import TOOLS
 from test_eviction_default import CITIES, _text, replay_default, transcript_scenario
 
 from tokenpilot import Config, TokenPilot
-from tokenpilot.compaction import COMPACTION_MARKERS, ENDED_CAUSE, SHOWN_CAUSE, is_compaction_request
 from tokenpilot.errors import ConfigError
-from tokenpilot.evict import validate_pairing
+from tokenpilot.lifecycle.evict import validate_pairing
+from tokenpilot.messages.compaction import COMPACTION_MARKERS, ENDED_CAUSE, SHOWN_CAUSE, is_compaction_request
 
 REQUEST = (
     "Your task is to create a detailed summary of the conversation so far, paying close attention "
@@ -128,7 +128,7 @@ def test_a_codex_compaction_request_is_recognised_through_the_responses_conversi
 def test_a_claude_code_compaction_request_is_recognised_through_the_messages_conversion() -> None:
     """Claude Code sends the request as the last text block of a user message that opens
     with tool results and hook reminders."""
-    from tokenpilot.messages import from_anthropic
+    from tokenpilot.messages.model import from_anthropic
 
     messages = [
         {"role": "user", "content": "fix a.py"},
@@ -159,7 +159,7 @@ def test_a_compaction_request_through_the_messages_wire_renders_every_evicted_pa
     were evicted, Claude Code's compaction request (a user message whose last text block
     is the request, after a hook reminder) gets a body with every page, valid pairing and
     at most 4 cache breakpoints."""
-    from tokenpilot.messages import to_anthropic
+    from tokenpilot.messages.model import to_anthropic
     from tokenpilot_proxy.anthropic_render import breakpoints, pairing_errors, render
     from tokenpilot_proxy.anthropic_wire import to_core
 

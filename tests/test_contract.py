@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokenpilot import TokenPilot
-from tokenpilot.artifacts import ArtifactStore
+from tokenpilot.store.artifacts import ArtifactStore
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_reduction import outputs  # noqa: E402
@@ -65,7 +65,7 @@ def test_every_readability_page_keeps_the_contract(tp) -> None:
 def test_the_contract_fails_when_a_text_pass_reads_markup(tmp_path, monkeypatch) -> None:
     """What issue #38 saw: log folding ran on raw markup before the HTML pass. Put it back in
     front (markup classed as prose, log folding first) and the contract check must fail."""
-    import tokenpilot.pipeline as pipeline
+    import tokenpilot.ingest.pipeline as pipeline
     from tokenpilot.passes.html import HtmlSlimming
 
     d = shared_path("html", "readability", "social-buttons")

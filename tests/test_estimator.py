@@ -11,7 +11,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from builders import Session
 
-from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.errors import ConfigError
 from tokenpilot.estimator import (
     EstimatorView,
@@ -25,11 +24,12 @@ from tokenpilot.estimator import (
     parse_delta,
     records_for,
 )
-from tokenpilot.estimator_prompts import SYSTEM_PROMPT
-from tokenpilot.lifecycle import Lifecycle, LifecycleConfig
-from tokenpilot.pairing import validate_pairing
+from tokenpilot.estimator.prompts import SYSTEM_PROMPT
+from tokenpilot.lifecycle.schedule import Lifecycle, LifecycleConfig
+from tokenpilot.messages.pairing import validate_pairing
+from tokenpilot.messages.turns import segment_turns
 from tokenpilot.registry import TaskRegistry
-from tokenpilot.turns import segment_turns
+from tokenpilot.store.artifacts import ArtifactStore
 
 # ---------------------------------------------------------------------------
 # session builder

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenpilot._canonical import canonical_json
-from tokenpilot.artifacts import ArtifactStore
-from tokenpilot.evict import Prices, expected_remaining_calls, plan_eviction, render, should_evict
-from tokenpilot.pairing import validate_pairing
+from tokenpilot.lifecycle.evict import Prices, expected_remaining_calls, plan_eviction, render, should_evict
+from tokenpilot.messages.pairing import validate_pairing
+from tokenpilot.messages.turns import segment_turns
 from tokenpilot.registry import TaskRegistry
-from tokenpilot.turns import segment_turns
+from tokenpilot.store.artifacts import ArtifactStore
 
 # ---------------------------------------------------------------------------
 # helpers
@@ -322,7 +322,7 @@ def test_cost_gate_prices_a_reprefill_as_the_profiles_cache_write_and_has_a_mini
 
 
 def test_recall_risk_prices_one_round_trip_per_bundle_times_the_reuse_share():
-    from tokenpilot.evict import RECALL_CALL_TOKENS, recall_risk_usd
+    from tokenpilot.lifecycle.evict import RECALL_CALL_TOKENS, recall_risk_usd
 
     p = Prices()
     trip = 50_000 * p.hit + RECALL_CALL_TOKENS * p.output

@@ -17,10 +17,10 @@ from strategies import TOOLS, call_points, session
 
 from tokenpilot import TokenPilot
 from tokenpilot._canonical import canonical_json
-from tokenpilot.artifacts import ArtifactStore
-from tokenpilot.evict import validate_pairing
-from tokenpilot.segments import bundle_record, named_in_words
-from tokenpilot.turns import segment_turns
+from tokenpilot.lifecycle.evict import validate_pairing
+from tokenpilot.lifecycle.segments import bundle_record, named_in_words
+from tokenpilot.messages.turns import segment_turns
+from tokenpilot.store.artifacts import ArtifactStore
 
 _ART = re.compile(r"art_[0-9a-f]{24}")
 CITIES = ["Oslo", "Lima", "Pune", "Kyiv", "Nairobi", "Quito", "Hanoi", "Perth", "Dakar", "Riga"]

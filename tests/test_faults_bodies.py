@@ -690,7 +690,7 @@ async def test_an_output_answering_arguments_100k_deep_keeps_the_hard_limit(upst
 
 
 def _failing_pass(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tokenpilot.ingest import Pipeline
+    from tokenpilot.ingest.gate import Pipeline
 
     def broken(self: Any, text: str, ctx: Any) -> Any:
         raise RuntimeError("a bug in a pass")

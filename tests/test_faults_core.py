@@ -13,13 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenpilot import Config, TokenPilot, recall_search
-from tokenpilot.artifacts import ArtifactStore
+from tokenpilot import Config, TokenPilot
 from tokenpilot.errors import ConfigError, MessageError, StoreError
-from tokenpilot.messages import check_message
-from tokenpilot.recall_search import search_lines
+from tokenpilot.ingest.unstored import cut_to_limit, unstored_form
+from tokenpilot.messages.model import check_message
+from tokenpilot.store import search as recall_search
+from tokenpilot.store.artifacts import ArtifactStore
+from tokenpilot.store.search import search_lines
 from tokenpilot.tokens import count_tokens
-from tokenpilot.unstored import cut_to_limit, unstored_form
 
 LOG = "".join(f"line {i}: value {i * 7}\n" for i in range(1, 101))
 

@@ -43,7 +43,7 @@ async def test_a_body_with_a_5000_digit_integer_is_a_400(upstream, proxy, http, 
     ],
 )
 def test_an_estimator_reply_json_loads_refuses_is_a_reply_error(reply: str) -> None:
-    from tokenpilot.estimator_llm import EstimatorReplyError, _extract_json_object
+    from tokenpilot.estimator.llm import EstimatorReplyError, _extract_json_object
 
     with pytest.raises(EstimatorReplyError):
         _extract_json_object(reply)

@@ -23,7 +23,7 @@ from conftest import REPO
 
 from tokenpilot import TokenPilot
 from tokenpilot.estimator import EstimatorView, OfflineEstimator
-from tokenpilot.lifecycle import LifecycleConfig
+from tokenpilot.lifecycle.schedule import LifecycleConfig
 
 redis = pytest.importorskip(
     "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
@@ -38,7 +38,7 @@ from drills.fleetdrill import (  # noqa: E402
     round_robin,
     session_calls,
 )
-from tokenpilot.store_redis import RedisStore  # noqa: E402
+from tokenpilot.store.redis import RedisStore  # noqa: E402
 from tokenpilot_proxy import (  # noqa: E402
     Proxy,
     ProxySettings,  # noqa: E402

@@ -9,10 +9,10 @@ from builders import DictArchive, Session
 from shell_session import BIG, SRC, bash, records, working_on_a_file
 
 from tokenpilot.estimator import OfflineEstimator
-from tokenpilot.lifecycle import Lifecycle, LifecycleConfig
-from tokenpilot.observations import closing_action
-from tokenpilot.segments import SegmentRules, bundle_record, closing
-from tokenpilot.turns import segment_turns
+from tokenpilot.lifecycle.schedule import Lifecycle, LifecycleConfig
+from tokenpilot.lifecycle.segments import SegmentRules, bundle_record, closing
+from tokenpilot.messages.observations import closing_action
+from tokenpilot.messages.turns import segment_turns
 
 
 # ---------------------------------------------------------------------------

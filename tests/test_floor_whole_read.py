@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from shell_session import SRC, bash, records, working_on_a_file
 
-from tokenpilot.segments import SegmentRules, evictable_bundles, last_uses, rule_of
+from tokenpilot.lifecycle.segments import SegmentRules, evictable_bundles, last_uses, rule_of
 
 
 # ---------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import hashlib
 import json
 
 from tokenpilot import TokenPilot
-from tokenpilot.evict import validate_pairing
-from tokenpilot.lifecycle import LifecycleConfig
+from tokenpilot.lifecycle.evict import validate_pairing
+from tokenpilot.lifecycle.schedule import LifecycleConfig
 
 TOOLS = [
     {"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}}}

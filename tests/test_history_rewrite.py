@@ -8,9 +8,9 @@ import logging
 
 from builders import DictArchive, Session
 
-from tokenpilot.evict import validate_pairing
-from tokenpilot.lifecycle import Lifecycle, LifecycleConfig
-from tokenpilot.turns import segment_turns
+from tokenpilot.lifecycle.evict import validate_pairing
+from tokenpilot.lifecycle.schedule import Lifecycle, LifecycleConfig
+from tokenpilot.messages.turns import segment_turns
 
 
 def _tasks(n: int) -> Session:

@@ -12,11 +12,11 @@ from strategies import TOOLS, call_points, session
 
 from tokenpilot import TokenPilot
 from tokenpilot._canonical import canonical_json
-from tokenpilot.artifacts import ArtifactStore
-from tokenpilot.evict import validate_pairing
-from tokenpilot.lifecycle import LifecycleConfig
-from tokenpilot.reshown import RESHOWN_NOTE, expand_in_context
-from tokenpilot.segments import WindowRule
+from tokenpilot.ingest.reshown import RESHOWN_NOTE, expand_in_context
+from tokenpilot.lifecycle.evict import validate_pairing
+from tokenpilot.lifecycle.schedule import LifecycleConfig
+from tokenpilot.lifecycle.segments import WindowRule
+from tokenpilot.store.artifacts import ArtifactStore
 
 SETTINGS = settings(
     max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]

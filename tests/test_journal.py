@@ -22,10 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenpilot import ArtifactStore, StateConflict
-from tokenpilot import journal as J
-from tokenpilot.state_files import StateFiles
-from tokenpilot.store import Store
-from tokenpilot.store_disk import DiskStore
+from tokenpilot.store import journal as J
+from tokenpilot.store.disk import DiskStore
+from tokenpilot.store.protocol import Store
+from tokenpilot.store.state_files import StateFiles
 
 RULES = "".join(f"Rule {n}: check the output of step {n} before the next one.\n" for n in range(150))
 
@@ -120,7 +120,7 @@ def test_chunks_are_the_same_in_every_process():
     cut = J.split(state(40))
     code = (
         "import json, sys; sys.path[:0] = ['tests', '.']; from test_journal import state; "
-        "from tokenpilot import journal as J; c = J.split(state(40)); "
+        "from tokenpilot.store import journal as J; c = J.split(state(40)); "
         "print(json.dumps([c.head(), sorted(c.chunks)]))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
@@ -135,7 +135,7 @@ def test_an_interpreter_without_jsons_c_encoder_cuts_the_same_chunks():
     code = (
         "import json, json.encoder, sys; json.encoder.c_make_encoder = None; "
         "sys.path[:0] = ['tests', '.']; from test_journal import state; "
-        "from tokenpilot import journal as J; c = J.split(state(40)); "
+        "from tokenpilot.store import journal as J; c = J.split(state(40)); "
         "print(json.dumps([c.head(), sorted(c.chunks)]))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
@@ -204,7 +204,7 @@ def make_store(request, tmp_path) -> Callable[[], Store]:
     if request.param.startswith("disk"):
         shared = request.param == "disk-shared"
         return lambda: DiskStore(ArtifactStore(tmp_path / "a"), tmp_path / "state", shared=shared)
-    from tokenpilot.store_redis import RedisStore
+    from tokenpilot.store.redis import RedisStore
 
     url = _namespaced(request.getfixturevalue("redis_url"))
     return lambda: RedisStore(url)
@@ -276,11 +276,11 @@ def _chunks_held(store: Store, sid: str) -> set[str]:
 def test_a_long_session_keeps_its_journal_bounded(make_store, monkeypatch):
     """Every save supersedes some chunks (the open blocks): they are collected as it goes
     (with the slack made small, so a short session shows it)."""
-    from tokenpilot import state_files
+    from tokenpilot.store import state_files
 
     monkeypatch.setattr(state_files, "_SLACK", 8 * 1024)
     if "redis" in str(type(make_store())):
-        from tokenpilot import store_redis
+        from tokenpilot.store import redis as store_redis
 
         monkeypatch.setattr(store_redis, "_COLLECT_SLACK", 8)
     store = make_store()
@@ -370,7 +370,7 @@ def test_a_head_without_its_journal_is_skipped_with_a_warning(tmp_path, caplog):
 # Redis: the old layout (keys without hash tags)
 # ---------------------------------------------------------------------------
 def test_redis_states_and_originals_of_the_old_layout_still_load(redis_url):
-    from tokenpilot.store_redis import RedisStore
+    from tokenpilot.store.redis import RedisStore
 
     store = RedisStore(_namespaced(redis_url))
     r, ns, h = store._r, store.namespace, b"s".hex()

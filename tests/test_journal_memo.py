@@ -9,8 +9,8 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenpilot import journal
-from tokenpilot.journal import STR_MIN, _StringChunks, digest, split
+from tokenpilot.store import journal
+from tokenpilot.store.journal import STR_MIN, _StringChunks, digest, split
 
 
 def test_a_long_string_saved_again_gives_the_same_chunk() -> None:

@@ -69,10 +69,10 @@ def test_the_runtime_files_are_found():
     names = {p.relative_to(CORE).as_posix() for p in _runtime_files()}
     assert {
         "pilot.py",
-        "ingest.py",
-        "stabilize.py",
-        "artifacts.py",
-        "lifecycle.py",
+        "ingest/gate.py",
+        "ingest/stabilize.py",
+        "store/artifacts.py",
+        "lifecycle/schedule.py",
         "passes/html.py",
     } <= names
     assert not any(n.startswith("measure/") for n in names)
@@ -207,3 +207,82 @@ def test_a_base_install_runs_bench_and_names_the_extra_for_serve(tmp_path):
     doctor = _cli_without_openclaw_extra("openclaw", "doctor", home=tmp_path)
     assert "Traceback" not in doctor.stderr, doctor.stderr
     assert "pip install 'tokenpilot[openclaw]'" in doctor.stdout
+
+
+# ---------------------------------------------------------------------------
+# The core in rooms (issue #40): each room imports only from the floors below it
+# ---------------------------------------------------------------------------
+# Floor by floor, lowest first. A module may import from its own room and from any room on a
+# lower floor, never from a higher one: a message goes down the floors and does not come back.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    # the foundation: modules at the top level that import nothing of the core's rooms
+    ("errors", "_canonical", "_moved", "_room", "tokens", "pricing", "model_prices", "registry"),
+    ("messages",),
+    ("config",),
+    ("passes",),
+    ("store",),
+    ("ingest",),
+    ("history",),
+    ("estimator",),
+    ("lifecycle",),
+    ("recall",),
+    ("pilot", "__init__"),  # the facade, and the package's face
+)
+TOP_LEVEL_LIMIT = 20
+
+
+def _room_of(module: str) -> str:
+    """`tokenpilot.store.redis` -> `store`; `tokenpilot.pilot` -> `pilot`; the package -> `__init__`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _floor_of(room: str) -> int:
+    return next(i for i, rooms in enumerate(FLOORS) if room in rooms)
+
+
+def _room_edges() -> list[tuple[str, str, str]]:
+    """(importer, imported, why) for every import of a runtime module that goes up a floor."""
+    up = []
+    for path in _runtime_files():
+        me = _module_of(path)
+        mine = _floor_of(_room_of(me))
+        for name in _imported(path):
+            if not name.startswith("tokenpilot.") or _forbidden(name):
+                continue
+            target = name
+            while target.count(".") > 1 and not _is_module(target):
+                target = target.rsplit(".", 1)[0]
+            if not _is_module(target):
+                continue
+            if _floor_of(_room_of(target)) > mine:
+                up.append((me, target, f"floor {mine} imports floor {_floor_of(_room_of(target))}"))
+    return sorted(up)
+
+
+def _is_module(name: str) -> bool:
+    path = CORE.joinpath(*name.split(".")[1:])
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def test_every_runtime_module_has_a_floor():
+    rooms = {_room_of(_module_of(p)) for p in _runtime_files()}
+    placed = {r for floor in FLOORS for r in floor}
+    assert rooms <= placed, f"modules in no room of FLOORS: {sorted(rooms - placed)}"
+
+
+def test_no_room_imports_a_room_above_it():
+    assert _room_edges() == []
+
+
+def test_the_floor_check_sees_an_import_that_goes_up():
+    """A store module importing the history would be flagged (so the check can fail)."""
+    src = "from ..history.session import Session\n"
+    names = _names(src, "tokenpilot.store")
+    assert "tokenpilot.history.session" in names
+    assert _floor_of(_room_of("tokenpilot.history.session")) > _floor_of(_room_of("tokenpilot.store.disk"))
+
+
+def test_at_most_twenty_modules_at_the_cores_top_level():
+    top = sorted(p.name for p in CORE.glob("*.py"))
+    assert len(top) <= TOP_LEVEL_LIMIT, top

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from tokenpilot.errors import ConfigError
 from tokenpilot.estimator import EstimatorView, OfflineEstimator
-from tokenpilot.lifecycle import Lifecycle, LifecycleConfig, RenderPlan
-from tokenpilot.pairing import validate_pairing
-from tokenpilot.turns import segment_turns
+from tokenpilot.lifecycle.schedule import Lifecycle, LifecycleConfig, RenderPlan
+from tokenpilot.messages.pairing import validate_pairing
+from tokenpilot.messages.turns import segment_turns
 
 TOPICS = [
     ("Write a haiku about autumn leaves into poem.txt", "poem.txt"),
@@ -472,7 +472,7 @@ def test_batches_fire_again_after_the_caller_compacts_its_history():
 def test_manual_schedule_waits_for_the_host():
     """schedule="manual": observe only marks the batch due; run_pending runs it."""
     from tokenpilot import TokenPilot
-    from tokenpilot.lifecycle import LifecycleConfig
+    from tokenpilot.lifecycle.schedule import LifecycleConfig
 
     tp = TokenPilot(lifecycle=LifecycleConfig(batch_turns=1, schedule="manual", cost_gate=False))
     msgs = [
@@ -488,7 +488,7 @@ def test_manual_schedule_waits_for_the_host():
 
 
 def test_the_cost_gates_decisions_kept_in_the_state_are_bounded():
-    from tokenpilot.lifecycle_plan import GATE_DECISIONS_KEPT, remember_decision
+    from tokenpilot.lifecycle.plan import GATE_DECISIONS_KEPT, remember_decision
 
     decisions: list[dict] = []
     for i in range(GATE_DECISIONS_KEPT * 3):

@@ -8,7 +8,7 @@ import json
 from test_eviction_default import replay_default, transcript_scenario
 
 from tokenpilot import TokenPilot
-from tokenpilot.journal import Sealed
+from tokenpilot.store.journal import Sealed
 
 
 def test_editing_the_stats_changes_nothing_kept_or_saved() -> None:

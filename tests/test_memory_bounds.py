@@ -20,10 +20,10 @@ from strategies import TOOLS, call_points, session
 
 from tokenpilot import TokenPilot
 from tokenpilot._canonical import canonical_json
-from tokenpilot.artifacts import ArtifactStore
-from tokenpilot.fingerprint import Digest, digest, keep, same
-from tokenpilot.lifecycle import LifecycleConfig
-from tokenpilot.reshown import RESHOWN_NOTE, expand_in_context
+from tokenpilot.history.fingerprint import Digest, digest, keep, same
+from tokenpilot.ingest.reshown import RESHOWN_NOTE, expand_in_context
+from tokenpilot.lifecycle.schedule import LifecycleConfig
+from tokenpilot.store.artifacts import ArtifactStore
 from tokenpilot_proxy import ProxySettings
 from tokenpilot_proxy.demo import FakeUpstream
 from tokenpilot_proxy.memtrim import Trimmer, malloc_trim

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tokenpilot.errors import MessageError
-from tokenpilot.messages import check_message, check_messages, from_anthropic, to_anthropic
+from tokenpilot.messages.model import check_message, check_messages, from_anthropic, to_anthropic
 
 
 def _history():

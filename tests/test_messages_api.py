@@ -20,9 +20,9 @@ from strategies import call_points
 from strategies import session as chat_session
 
 from tokenpilot import Config, TokenPilot
-from tokenpilot.lifecycle import LifecycleConfig
-from tokenpilot.messages import to_anthropic
-from tokenpilot.segments import WindowRule
+from tokenpilot.lifecycle.schedule import LifecycleConfig
+from tokenpilot.lifecycle.segments import WindowRule
+from tokenpilot.messages.model import to_anthropic
 from tokenpilot_proxy import ProxySettings
 from tokenpilot_proxy.anthropic_render import breakpoints, pairing_errors, render
 from tokenpilot_proxy.anthropic_wire import session_hint, to_core

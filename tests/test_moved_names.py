@@ -1,4 +1,6 @@
-"""The proxy moved out of the OpenClaw package (0.2): the old names import for one release.
+"""Moved modules (0.2): the old names import for one release.
+
+The proxy moved out of the OpenClaw package, and the core's modules into rooms.
 
 Each old name gives the new module itself (one object, so a monkeypatch through either name
 is seen by both) with a DeprecationWarning naming the new home; `python -m` of an old name
@@ -34,6 +36,11 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
         ("tokenpilot_openclaw.proxy_checks", "tokenpilot_proxy.checks"),
         ("tokenpilot_openclaw.host_doctor", "tokenpilot_proxy.doctor"),
         ("tokenpilot_openclaw.testing", "tokenpilot_proxy.demo"),
+        ("tokenpilot.store_disk", "tokenpilot.store.disk"),
+        ("tokenpilot.turns", "tokenpilot.messages.turns"),
+        ("tokenpilot.lifecycle_plan", "tokenpilot.lifecycle.plan"),
+        ("tokenpilot.estimator_llm", "tokenpilot.estimator.llm"),
+        ("tokenpilot.session_state", "tokenpilot.history.session_state"),
     ],
 )
 def test_an_old_name_is_the_new_module_with_a_warning(old: str, new: str):
@@ -78,3 +85,17 @@ def test_python_dash_m_of_old_names_still_runs():
     )
     assert launch.returncode == 0, launch.stderr
     assert "usage" in launch.stdout.lower()
+
+
+def test_a_room_that_took_an_old_modules_name_still_offers_its_names():
+    """`tokenpilot.history` was a module and is a room: its old public names still resolve."""
+    out = _python(
+        "from tokenpilot.history import call_ids, History\n"
+        "from tokenpilot.history.sync import call_ids as c, History as H\n"
+        "from tokenpilot.messages import check_message, content_text\n"
+        "from tokenpilot.store import Artifacts, Store\n"
+        "print(call_ids is c and History is H)"
+    )
+    assert out.stdout.strip() == "True", out.stderr
+    missing = _python("import tokenpilot.history as h; h.no_such_name")
+    assert "AttributeError" in missing.stderr and "no_such_name" in missing.stderr

@@ -9,9 +9,9 @@ import json
 from conftest import shared_path
 
 from tokenpilot import TokenPilot
-from tokenpilot.observations import MARKERS, is_observation, text_action
-from tokenpilot.segments import bundle_record
-from tokenpilot.turns import segment_turns
+from tokenpilot.lifecycle.segments import bundle_record
+from tokenpilot.messages.observations import MARKERS, is_observation, text_action
+from tokenpilot.messages.turns import segment_turns
 
 FOOTER = "\n(Open file: /repo/setup.py)\n(Current directory: /repo)\nbash-$"
 ACTION = {"role": "assistant", "content": "Let's look.\n```\nopen setup.py\n```"}

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from builders import DictArchive, Session
 
-from tokenpilot.evict import validate_pairing
-from tokenpilot.lifecycle import Lifecycle, LifecycleConfig
-from tokenpilot.segments import SegmentRules, bundle_record, evictable_bundles
-from tokenpilot.turns import segment_turns
+from tokenpilot.lifecycle.evict import validate_pairing
+from tokenpilot.lifecycle.schedule import Lifecycle, LifecycleConfig
+from tokenpilot.lifecycle.segments import SegmentRules, bundle_record, evictable_bundles
+from tokenpilot.messages.turns import segment_turns
 
 APP = "\n".join(f"     {i}\tdef handler_{i}(request): return request.args.get('k{i}')" for i in range(1, 400))
 FAIL = "FAILED tests/test_app.py::test_handler_7 - AssertionError\n" + "E   assert None == 'x'\n" * 150

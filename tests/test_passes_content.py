@@ -18,8 +18,8 @@ from conftest import REPO, shared_path
 from contract import check_render
 
 from tokenpilot import TokenPilot
-from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.passes.folding import parse_markers
+from tokenpilot.store.artifacts import ArtifactStore
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_reduction import outputs  # noqa: E402

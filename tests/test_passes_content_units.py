@@ -160,7 +160,7 @@ def test_diff_folding_keeps_changes_and_folds_context():
 
 
 def test_pipeline_runs_one_content_pass_and_recall_returns_the_lines(tmp_path):
-    from tokenpilot.artifacts import ArtifactStore
+    from tokenpilot.store.artifacts import ArtifactStore
 
     tp = TokenPilot(store=ArtifactStore(str(tmp_path)), lifecycle=False)
     log = "".join(f"Downloading package_{i} ({i} kB)\n" for i in range(200)) + "done\n"
@@ -251,7 +251,7 @@ def test_log_folding_points_a_repeated_block_at_its_first_copy():
 
 
 def test_small_json_outputs_are_minified_without_store_or_footer(tmp_path):
-    from tokenpilot.artifacts import ArtifactStore
+    from tokenpilot.store.artifacts import ArtifactStore
 
     doc = json.dumps(
         {"user_id": "emma_kim_9957", "name": {"first_name": "Emma", "last_name": "Kim"}, "n": [1, 2]}

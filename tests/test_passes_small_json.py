@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenpilot import Config, TokenPilot
-from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.passes.small_json import restore, slim
+from tokenpilot.store.artifacts import ArtifactStore
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_reduction import outputs  # noqa: E402

@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 from tokenpilot import Config, MessageError, TokenPilot, VolatilePattern
-from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.errors import ConfigError
+from tokenpilot.store.artifacts import ArtifactStore
 
 SYSTEM = "You are an agent.\nCurrent date: 2026-12-02\nWorking directory: /home/alice/ws\n"
 LOG = "\n".join(f"\x1b[32mINFO\x1b[0m step {i}: compiled module_{i}.py ok" for i in range(3000))

@@ -1071,7 +1071,7 @@ def test_proxy_prune_keeps_sessions_it_served_and_drops_idle_ones(tmp_path, monk
     live: the proxy renews the leases of sessions it served before the store prunes."""
     import time
 
-    import tokenpilot.artifacts as artifacts
+    import tokenpilot.store.artifacts as artifacts
     from tokenpilot import ArtifactStore, TokenPilot
     from tokenpilot_proxy import Proxy, ProxySettings
 

@@ -12,9 +12,9 @@ from conftest import REPO, shared_path
 
 from tokenpilot import Config, TokenPilot
 from tokenpilot._canonical import canonical_json
-from tokenpilot.evict import validate_pairing
+from tokenpilot.ingest.reshown import RESHOWN_NOTE, expand_in_context
+from tokenpilot.lifecycle.evict import validate_pairing
 from tokenpilot.measure.traces import load
-from tokenpilot.reshown import RESHOWN_NOTE, expand_in_context
 
 SOURCES = ["swe_agent", "claude_code_spotter"]
 

@@ -28,7 +28,7 @@ from test_journal import as_json, state  # noqa: E402
 
 from tokenpilot import StateConflict, StoreError  # noqa: E402
 from tokenpilot._canonical import artifact_id_for  # noqa: E402
-from tokenpilot.store_redis import RedisStore  # noqa: E402
+from tokenpilot.store.redis import RedisStore  # noqa: E402
 
 NODES = 3
 

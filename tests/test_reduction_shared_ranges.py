@@ -20,12 +20,12 @@ from reduction_restore import restore
 
 from tokenpilot import TokenPilot
 from tokenpilot._canonical import artifact_id_for
-from tokenpilot.artifacts import ArtifactStore
 from tokenpilot.passes.base import PassContext
 from tokenpilot.passes.diff_folding import DiffFolding
 from tokenpilot.passes.folding import parse_markers
 from tokenpilot.passes.log_folding import LogFolding
 from tokenpilot.passes.search_listing import SearchListing
+from tokenpilot.store.artifacts import ArtifactStore
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_reduction import _args, outputs  # noqa: E402

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenpilot import Config, TokenPilot
-from tokenpilot.reshown import MIN_RUN_LINES, RESHOWN_NOTE, ShownLines, expand_reshown, fold_reshown
-from tokenpilot.segments import SegmentRules, bundle_record, evictable_bundles
-from tokenpilot.turns import segment_turns
+from tokenpilot.ingest.reshown import MIN_RUN_LINES, RESHOWN_NOTE, ShownLines, expand_reshown, fold_reshown
+from tokenpilot.lifecycle.segments import SegmentRules, bundle_record, evictable_bundles
+from tokenpilot.messages.turns import segment_turns
 
 _MARK = re.compile(
     r"^\[… (\d+) lines " + re.escape(RESHOWN_NOTE) + r" as lines (\d+)–(\d+) of the output of `(.*)`\]$"
@@ -208,8 +208,8 @@ def test_a_read_whose_first_copy_was_evicted_arrives_whole():
     agent reads a.py again, and since the model no longer sees the first copy, the
     second is not folded against it."""
     from tokenpilot.estimator import OfflineEstimator
-    from tokenpilot.lifecycle import Lifecycle, LifecycleConfig
-    from tokenpilot.segments import WindowRule
+    from tokenpilot.lifecycle.schedule import Lifecycle, LifecycleConfig
+    from tokenpilot.lifecycle.segments import WindowRule
 
     cfg = LifecycleConfig(
         batch_turns=1,
@@ -232,7 +232,7 @@ def test_a_read_whose_first_copy_was_evicted_arrives_whole():
 def test_malformed_ids_are_passed_through_and_name_no_output():
     """Lenient mode passes a message with a list for a tool-call id: indexing it, and
     expanding the outputs after it, must not fail on the id."""
-    from tokenpilot.reshown import expand_in_context
+    from tokenpilot.ingest.reshown import expand_in_context
 
     bad = [
         {"role": "assistant", "content": None, "tool_calls": [{"id": ["x"], "function": {"name": "bash"}}]},

@@ -9,15 +9,15 @@ from strategies import session
 from test_invariants import SETTINGS, _evicting, _replay
 from test_reshown import code, read_call
 
-from tokenpilot.reshown import RESHOWN_NOTE, expand_hidden, expand_in_context, fold_reshown
-from tokenpilot.reshown_moves import MovedLines
-from tokenpilot.session import Entry
+from tokenpilot.history.session import Entry
+from tokenpilot.ingest.reshown import RESHOWN_NOTE, expand_hidden, expand_in_context, fold_reshown
+from tokenpilot.ingest.reshown_moves import MovedLines
 
 
 def _frozen() -> list[dict]:
     """a.py and b.py read, then a fold naming both."""
     a, b = code("a", 40), code("b", 40)
-    from tokenpilot.reshown import ShownLines
+    from tokenpilot.ingest.reshown import ShownLines
 
     shown = ShownLines()
     shown.add(a, "bash cat a.py", 1)

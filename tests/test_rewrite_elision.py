@@ -15,12 +15,12 @@ from strategies import TOOLS, call_points, session
 
 from tokenpilot import TokenPilot
 from tokenpilot._canonical import canonical_json
-from tokenpilot.artifacts import ArtifactStore
-from tokenpilot.elision import HeldElisions, elides
-from tokenpilot.evict import validate_pairing
+from tokenpilot.ingest.elision import HeldElisions, elides
+from tokenpilot.lifecycle.evict import validate_pairing
 from tokenpilot.measure.bench.methods import TokenPilotMethod, Vanilla
 from tokenpilot.measure.bench.replay import replay
 from tokenpilot.measure.traces import load
+from tokenpilot.store.artifacts import ArtifactStore
 
 KEEP = 2  # the caller keeps its last two observations whole
 REWRITE = "history rewritten by the caller"

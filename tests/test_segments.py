@@ -11,12 +11,10 @@ from builders import DictArchive, Session
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenpilot.call_kinds import shell_action
 from tokenpilot.errors import ConfigError
 from tokenpilot.estimator import OfflineEstimator
-from tokenpilot.lifecycle import Lifecycle, LifecycleConfig
-from tokenpilot.pairing import validate_pairing
-from tokenpilot.segments import (
+from tokenpilot.lifecycle.schedule import Lifecycle, LifecycleConfig
+from tokenpilot.lifecycle.segments import (
     SegmentRules,
     WindowRule,
     bundle_record,
@@ -25,7 +23,9 @@ from tokenpilot.segments import (
     rule_of,
     window_bundles,
 )
-from tokenpilot.turns import segment_turns
+from tokenpilot.messages.call_kinds import shell_action
+from tokenpilot.messages.pairing import validate_pairing
+from tokenpilot.messages.turns import segment_turns
 
 BIG = "\n".join(f"line {i}: value_{i} = compute_thing_{i}(x)" for i in range(120))  # ~1.2k tokens
 
@@ -619,7 +619,7 @@ def test_property_invariants_hold_with_segment_eviction(actions, gate, k, window
     ],
 )
 def test_a_shell_call_s_command_line_under_every_agent_s_spelling(args, command):
-    from tokenpilot.call_kinds import call_kind, shell_command
+    from tokenpilot.messages.call_kinds import call_kind, shell_command
 
     assert shell_command(args) == command
     if command == "cat a.py":

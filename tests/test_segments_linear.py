@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenpilot.segments import BundleRecord, SegmentRules, _same_file, evictable_bundles, last_uses, stale
+from tokenpilot.lifecycle.segments import (
+    BundleRecord,
+    SegmentRules,
+    _same_file,
+    evictable_bundles,
+    last_uses,
+    stale,
+)
 
 PATHS = [
     "a.py",
@@ -145,7 +152,7 @@ def test_the_backward_pass_retires_what_the_pairwise_scan_did(recs, r, upto):
 
 
 def test_spellings_of_one_file_share_a_key():
-    from tokenpilot.segments import _file_key
+    from tokenpilot.lifecycle.segments import _file_key
 
     for a in PATHS:
         for b in PATHS:

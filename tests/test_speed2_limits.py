@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenpilot.limits import nesting_exceeds
+from tokenpilot.messages.limits import nesting_exceeds
 
 
 def _reference(value: Any, limit: int) -> bool:

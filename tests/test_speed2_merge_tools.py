@@ -12,8 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenpilot._canonical import canonical_json
-from tokenpilot.messages import tool_name
-from tokenpilot.stabilize import _PARSED_TOOLS, RECALL_TOOL, RECALL_TOOL_NAME, canonical_tool, merge_tools
+from tokenpilot.ingest.stabilize import (
+    _PARSED_TOOLS,
+    RECALL_TOOL,
+    RECALL_TOOL_NAME,
+    canonical_tool,
+    merge_tools,
+)
+from tokenpilot.messages.model import tool_name
 
 
 def _reference(

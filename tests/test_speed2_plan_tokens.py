@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenpilot.plan_tokens import MessageTokens
+from tokenpilot.lifecycle.plan_tokens import MessageTokens
 from tokenpilot.tokens import message_tokens
 
 _TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=60)

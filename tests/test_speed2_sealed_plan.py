@@ -8,13 +8,14 @@ import tempfile
 from typing import Any
 
 from drills.crashdrill import TOOLS, system_prompt, tool_turn
-from tokenpilot import TokenPilot, journal
-from tokenpilot.evict import Segment
-from tokenpilot.journal import Sealed
-from tokenpilot.lifecycle_config import LifecycleConfig
-from tokenpilot.lifecycle_plan import Planner
-from tokenpilot.segments import SegmentRules
-from tokenpilot.turns import TurnSegmenter
+from tokenpilot import TokenPilot
+from tokenpilot.lifecycle.evict import Segment
+from tokenpilot.lifecycle.plan import Planner
+from tokenpilot.lifecycle.segments import SegmentRules
+from tokenpilot.lifecycle.settings import LifecycleConfig
+from tokenpilot.messages.turns import TurnSegmenter
+from tokenpilot.store import journal
+from tokenpilot.store.journal import Sealed
 
 
 def _plain(v: Any) -> Any:

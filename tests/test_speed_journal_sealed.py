@@ -9,8 +9,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenpilot import TokenPilot, journal
-from tokenpilot.journal import STR_MIN, Sealed
+from tokenpilot import TokenPilot
+from tokenpilot.store import journal
+from tokenpilot.store.journal import STR_MIN, Sealed
 
 _keys = st.sampled_from(["role", "content", "frozen", "ids", "\x00odd", "tokens", "x"])
 _leaf = st.one_of(

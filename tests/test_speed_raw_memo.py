@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenpilot import raw_memo
-from tokenpilot.fingerprint import Digest, digest, keep, same
+from tokenpilot.history import raw_memo
+from tokenpilot.history.fingerprint import Digest, digest, keep, same
 
 _text = st.text(min_size=raw_memo.MIN_CHARS, max_size=raw_memo.MIN_CHARS + 64)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conftest import shared_path
 
-from tokenpilot.stabilize import (
+from tokenpilot.ingest.stabilize import (
     RECALL_TOOL,
     VolatilePattern,
     merge_tools,

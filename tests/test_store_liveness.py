@@ -28,14 +28,14 @@ from conftest import REPO
 
 from tokenpilot import StoreError, TokenPilot
 from tokenpilot._canonical import artifact_id_for
-from tokenpilot.store import LockBusy, StoreUnanswered
+from tokenpilot.store.protocol import LockBusy, StoreUnanswered
 
 redis = pytest.importorskip(
     "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
 )
 from drills.crashdrill import TOOLS, ServeProcess, extends, free_port, system_prompt, tool_turn  # noqa: E402
 from drills.local_redis import LocalRedis  # noqa: E402
-from tokenpilot.store_redis import RedisStore  # noqa: E402
+from tokenpilot.store.redis import RedisStore  # noqa: E402
 
 
 @pytest.fixture
@@ -185,7 +185,7 @@ def test_a_holder_stuck_longer_than_the_wait_stops_renewing(server, caplog):
 
 _HOLDER = """
 import sys, time
-from tokenpilot.store_redis import RedisStore
+from tokenpilot.store.redis import RedisStore
 store = RedisStore(sys.argv[1], lock_ttl_s=float(sys.argv[3]))
 with store.session_lock(sys.argv[2]):
     print("held", flush=True)

@@ -22,8 +22,8 @@ from conftest import REPO
 
 from tokenpilot import ArtifactStore, StateConflict, StoreError, TokenPilot
 from tokenpilot._canonical import artifact_id_for
-from tokenpilot.store import Store
-from tokenpilot.store_disk import DiskStore
+from tokenpilot.store.disk import DiskStore
+from tokenpilot.store.protocol import Store
 
 redis = pytest.importorskip(
     "redis", reason="the Redis store needs the redis client: pip install 'tokenpilot[redis]'"
@@ -36,7 +36,7 @@ from drills.crashdrill import (  # noqa: E402
     system_prompt,
     tool_turn,
 )
-from tokenpilot.store_redis import RedisStore  # noqa: E402
+from tokenpilot.store.redis import RedisStore  # noqa: E402
 
 
 def _namespaced(url: str) -> str:
@@ -126,7 +126,7 @@ def test_state_is_versioned_and_a_stale_writer_is_refused(make_store):
 # ---------------------------------------------------------------------------
 _HOLDER = """
 import sys, time
-from tokenpilot.store_redis import RedisStore
+from tokenpilot.store.redis import RedisStore
 store = RedisStore(sys.argv[1], lock_ttl_s=float(sys.argv[3]))
 with store.session_lock(sys.argv[2]):
     print("held", flush=True)

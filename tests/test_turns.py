@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
-from tokenpilot.turns import TurnSegmenter, segment_turns
+from tokenpilot.messages.turns import TurnSegmenter, segment_turns
 
 
 def call(cid: str, name: str, args: dict) -> dict:

@@ -31,8 +31,8 @@ from drills.fleetdrill import SESSION as SID
 from drills.fleetdrill import TOOLS, file_text, prefix_breaks, session_calls, settled
 from tokenpilot import TokenPilot
 from tokenpilot.errors import StoreError
-from tokenpilot.store import StateConflict
-from tokenpilot.store_disk import DiskStore
+from tokenpilot.store.disk import DiskStore
+from tokenpilot.store.protocol import StateConflict
 from tokenpilot_proxy import Proxy, ProxySettings, wire
 from tokenpilot_proxy.demo import FakeUpstream
 
@@ -50,7 +50,7 @@ def offline_estimator(monkeypatch):
 # ---------------------------------------------------------------------------
 HOLD_LOCK = """
 import sys, time
-from tokenpilot.store_disk import DiskStore
+from tokenpilot.store.disk import DiskStore
 store = DiskStore(sys.argv[1] + "/store", sys.argv[1] + "/state", shared=True)
 with store.session_lock(sys.argv[2]):
     print("held", flush=True)

@@ -15,9 +15,9 @@ if _MISSING:  # say what to install, not only which module failed to import
         name=_MISSING[0],
     )
 
-from .agent import create_tokenpilot_agent, default_pilot  # noqa: E402
-from .convert import from_openai, to_langchain, to_openai, tool_specs  # noqa: E402
-from .nodes import (  # noqa: E402
+from tokenpilot_langgraph.agent import create_tokenpilot_agent, default_pilot  # noqa: E402
+from tokenpilot_langgraph.convert import from_openai, to_langchain, to_openai, tool_specs  # noqa: E402
+from tokenpilot_langgraph.nodes import (  # noqa: E402
     EstimatorNode,
     ModelNode,
     Renderer,
@@ -26,11 +26,11 @@ from .nodes import (  # noqa: E402
     estimator_route,
     tokenpilot_pre_model_hook,
 )
-from .runtime import all_thread_stats, thread_stats  # noqa: E402
-from .state import STATE_KEY, TokenPilotAgentState, TokenPilotChannel, merge_tokenpilot  # noqa: E402
-from .stats import CallStats, ThreadStats  # noqa: E402
-from .tool import RecallArtifactTool, recall_tool  # noqa: E402
-from .tool_node import IngestionGate, tokenpilot_tool_node  # noqa: E402
+from tokenpilot_langgraph.runtime import all_thread_stats, thread_stats  # noqa: E402
+from tokenpilot_langgraph.state import STATE_KEY, TokenPilotAgentState, TokenPilotChannel, merge_tokenpilot  # noqa: E402
+from tokenpilot_langgraph.stats import CallStats, ThreadStats  # noqa: E402
+from tokenpilot_langgraph.tool import RecallArtifactTool, recall_tool  # noqa: E402
+from tokenpilot_langgraph.tool_node import IngestionGate, tokenpilot_tool_node  # noqa: E402
 
 __all__ = [
     "STATE_KEY",

@@ -19,12 +19,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import tools_condition
 
 from tokenpilot import Config, TokenPilot
-from tokenpilot.lifecycle import LifecycleConfig
+from tokenpilot.lifecycle.schedule import LifecycleConfig
 from tokenpilot.pilot import default_estimator
-
-from .nodes import EstimatorNode, ModelNode, estimator_route
-from .state import TokenPilotAgentState
-from .tool_node import tokenpilot_tool_node
+from tokenpilot_langgraph.nodes import EstimatorNode, ModelNode, estimator_route
+from tokenpilot_langgraph.state import TokenPilotAgentState
+from tokenpilot_langgraph.tool_node import tokenpilot_tool_node
 
 
 def default_pilot(config: Config | None = None, **kwargs: Any) -> TokenPilot:

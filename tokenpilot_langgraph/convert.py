@@ -25,7 +25,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from tokenpilot import RECALL_TOOL_NAME
 from tokenpilot._canonical import canonical_json
-from tokenpilot.stabilize import RECALL_TOOL
+from tokenpilot.ingest.stabilize import RECALL_TOOL
 
 OpenAIMessage = dict[str, Any]
 

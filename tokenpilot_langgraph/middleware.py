@@ -33,14 +33,13 @@ from langgraph.types import Command
 from typing_extensions import NotRequired
 
 from tokenpilot import TokenPilot
-
-from .agent import default_pilot
-from .convert import tool_specs
-from .nodes import Rendered, Renderer, wants_cache_key
-from .runtime import runtime_for
-from .state import STATE_KEY, lifecycle_update, merge_tokenpilot
-from .tool import recall_tool
-from .tool_node import IngestionGate
+from tokenpilot_langgraph.agent import default_pilot
+from tokenpilot_langgraph.convert import tool_specs
+from tokenpilot_langgraph.nodes import Rendered, Renderer, wants_cache_key
+from tokenpilot_langgraph.runtime import runtime_for
+from tokenpilot_langgraph.state import STATE_KEY, lifecycle_update, merge_tokenpilot
+from tokenpilot_langgraph.tool import recall_tool
+from tokenpilot_langgraph.tool_node import IngestionGate
 
 
 class TokenPilotMiddlewareState(AgentState):

@@ -26,11 +26,10 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.prebuilt.chat_agent_executor import AgentState
 
 from tokenpilot import Prepared, TokenPilot
-from tokenpilot.turns import segment_turns
-
-from .convert import prompt_messages, to_langchain, to_openai, tool_specs
-from .runtime import runtime_for
-from .state import (
+from tokenpilot.messages.turns import segment_turns
+from tokenpilot_langgraph.convert import prompt_messages, to_langchain, to_openai, tool_specs
+from tokenpilot_langgraph.runtime import runtime_for
+from tokenpilot_langgraph.state import (
     STATE_KEY,
     TokenPilotChannel,
     lifecycle_update,
@@ -39,7 +38,7 @@ from .state import (
     session_id,
     session_update,
 )
-from .stats import CallStats
+from tokenpilot_langgraph.stats import CallStats
 
 log = logging.getLogger("tokenpilot")
 

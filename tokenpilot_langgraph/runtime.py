@@ -16,8 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tokenpilot import TokenPilot
-
-from .stats import ThreadStats
+from tokenpilot_langgraph.stats import ThreadStats
 
 
 class PilotRuntime:

@@ -22,9 +22,8 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from tokenpilot import TokenPilot
-
-from .convert import to_openai
-from .runtime import runtime_for
+from tokenpilot_langgraph.convert import to_openai
+from tokenpilot_langgraph.runtime import runtime_for
 
 STATE_KEY = "tokenpilot"
 

@@ -16,8 +16,7 @@ from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
 from tokenpilot import RECALL_TOOL, RECALL_TOOL_NAME, TokenPilot
-
-from .state import thread_id
+from tokenpilot_langgraph.state import thread_id
 
 # Set by the ingestion gate around each tool execution: the session of that call.
 CURRENT_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar(

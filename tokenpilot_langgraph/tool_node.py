@@ -28,11 +28,10 @@ from langgraph.types import Command
 
 from tokenpilot import RECALL_TOOL_NAME, TokenPilot
 from tokenpilot._canonical import artifact_id_for, canonical_json
-from tokenpilot.ingest import IngestState, ToolCallInfo, ingest_tool_result
-
-from .convert import to_openai
-from .state import STATE_KEY, recall_update, restore_session, saved_of, session_id
-from .tool import CURRENT_SESSION, recall_tool
+from tokenpilot.ingest.gate import IngestState, ToolCallInfo, ingest_tool_result
+from tokenpilot_langgraph.convert import to_openai
+from tokenpilot_langgraph.state import STATE_KEY, recall_update, restore_session, saved_of, session_id
+from tokenpilot_langgraph.tool import CURRENT_SESSION, recall_tool
 
 log = logging.getLogger("tokenpilot")
 

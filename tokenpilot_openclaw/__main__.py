@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from .cli import main
+from tokenpilot_openclaw.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

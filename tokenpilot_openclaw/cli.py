@@ -17,8 +17,8 @@ from tokenpilot_proxy.cli import register as register_proxy
 
 def register(subparsers: Any) -> None:
     """Add `openclaw {install,doctor}` to a parent CLI's subparsers."""
-    from .doctor import add_doctor_arguments
-    from .install import add_install_arguments
+    from tokenpilot_openclaw.doctor import add_doctor_arguments
+    from tokenpilot_openclaw.install import add_install_arguments
 
     p = subparsers.add_parser("openclaw", help="enable TokenPilot in OpenClaw's config, and check it")
     sub = p.add_subparsers(dest="openclaw_command", required=True)

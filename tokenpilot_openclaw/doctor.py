@@ -17,11 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tokenpilot_proxy.checks import FAIL, OK, WARN, Check, check_log, check_proxy, check_stats, saved_stats
-from tokenpilot_proxy.serve_options import default_state_dir
-
-from . import PLUGIN_ID
-from .openclaw_config import (
+from tokenpilot_openclaw import PLUGIN_ID
+from tokenpilot_openclaw.openclaw_config import (
     MODEL_COMPAT,
     PROVIDER_ID,
     ConfigFileError,
@@ -32,6 +29,8 @@ from .openclaw_config import (
     run_openclaw,
     serve_option,
 )
+from tokenpilot_proxy.checks import FAIL, OK, WARN, Check, check_log, check_proxy, check_stats, saved_stats
+from tokenpilot_proxy.serve_options import default_state_dir
 
 # OpenClaw provider `api` values the proxy answers: /v1/chat/completions, /v1/responses, /v1/messages
 SERVED_APIS = ("openai-completions", "openai-responses", "anthropic-messages")

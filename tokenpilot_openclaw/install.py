@@ -13,8 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import PLUGIN_DIR, PLUGIN_ID
-from .openclaw_config import (
+from tokenpilot_openclaw import PLUGIN_DIR, PLUGIN_ID
+from tokenpilot_openclaw.openclaw_config import (
     ConfigFileError,
     InstallPlan,
     apply_plan,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import PLUGIN_DIR, PLUGIN_ID
+from tokenpilot_openclaw import PLUGIN_DIR, PLUGIN_ID
 
 PROVIDER_ID = "tokenpilot"
 MODEL_COMPAT = {"supportsPromptCacheKey": True, "sendSessionAffinityHeaders": True}

@@ -13,10 +13,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .app import Proxy
-    from .serve_options import MB
-    from .server import RunningProxy
-    from .settings import ProxySettings, SetupError, read_secrets
+    from tokenpilot_proxy.app import Proxy
+    from tokenpilot_proxy.serve_options import MB
+    from tokenpilot_proxy.server import RunningProxy
+    from tokenpilot_proxy.settings import ProxySettings, SetupError, read_secrets
 
 # public name -> the module of this package that defines it
 PUBLIC = {

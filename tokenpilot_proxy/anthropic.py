@@ -22,15 +22,14 @@ from aiohttp import web
 
 from tokenpilot import Prepared
 from tokenpilot.errors import MessageError
-
-from . import anthropic_render, anthropic_wire, sse, wire
-from .apis import DEFERRED, RECALL_TOOL_NAME
-from .errors import json_error
-from .request_path import RequestPath
-from .sessions import SessionStats
-from .translated import Translated
-from .upstream import response_headers
-from .wire import MAX_UPSTREAM_JSON_DEPTH, loads_bounded
+from tokenpilot_proxy import anthropic_render, anthropic_wire, sse, wire
+from tokenpilot_proxy.apis import DEFERRED, RECALL_TOOL_NAME
+from tokenpilot_proxy.errors import json_error
+from tokenpilot_proxy.request_path import RequestPath
+from tokenpilot_proxy.sessions import SessionStats
+from tokenpilot_proxy.translated import Translated
+from tokenpilot_proxy.upstream import response_headers
+from tokenpilot_proxy.wire import MAX_UPSTREAM_JSON_DEPTH, loads_bounded
 
 log = logging.getLogger("tokenpilot.openclaw")
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokenpilot import Prepared
-from tokenpilot.messages import parse_arguments
+from tokenpilot.messages.model import parse_arguments
 
 MAX_BREAKPOINTS = 4
 EPHEMERAL: dict[str, Any] = {"type": "ephemeral"}

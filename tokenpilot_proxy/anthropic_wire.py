@@ -20,8 +20,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .sessions import SESSION_HEADERS, normalize_session_id
-from .wire import MAX_JSON_DEPTH, BadRequest, json_kind, loads_bounded
+from tokenpilot_proxy.sessions import SESSION_HEADERS, normalize_session_id
+from tokenpilot_proxy.wire import MAX_JSON_DEPTH, BadRequest, json_kind, loads_bounded
 
 SESSION_HEADER = "x-claude-code-session-id"
 

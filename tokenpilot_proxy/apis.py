@@ -17,8 +17,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from tokenpilot import Prepared
-
-from . import wire
+from tokenpilot_proxy import wire
 
 RECALL_TOOL_NAME = "recall_artifact"
 MAX_RECALL_ROUNDS = 4

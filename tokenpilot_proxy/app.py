@@ -24,23 +24,22 @@ from aiohttp import web
 
 from tokenpilot import ArtifactStore, Config, TokenPilot
 from tokenpilot.model_prices import TABLE, load_price_file
-from tokenpilot.store import Store
-from tokenpilot.store_disk import DiskStore
-from tokenpilot.store_open import open_redis
+from tokenpilot.store.disk import DiskStore
+from tokenpilot.store.open import open_redis
+from tokenpilot.store.protocol import Store
 from tokenpilot.tokens import count_tokens
-
-from . import anthropic, chat, endpoints, responses
-from .dashboard import Dashboard
-from .memtrim import Trimmer
-from .metrics import ProxyMetrics
-from .middleware import Guard
-from .pools import Pools
-from .request_path import RequestPath
-from .residency import Residency
-from .sessions import SessionStats
-from .settings import ProxySettings, read_secrets
-from .state import SessionKeeper
-from .upstream import Upstream, redact_url, split_credentials, url_user
+from tokenpilot_proxy import anthropic, chat, endpoints, responses
+from tokenpilot_proxy.dashboard import Dashboard
+from tokenpilot_proxy.memtrim import Trimmer
+from tokenpilot_proxy.metrics import ProxyMetrics
+from tokenpilot_proxy.middleware import Guard
+from tokenpilot_proxy.pools import Pools
+from tokenpilot_proxy.request_path import RequestPath
+from tokenpilot_proxy.residency import Residency
+from tokenpilot_proxy.sessions import SessionStats
+from tokenpilot_proxy.settings import ProxySettings, read_secrets
+from tokenpilot_proxy.state import SessionKeeper
+from tokenpilot_proxy.upstream import Upstream, redact_url, split_credentials, url_user
 
 log = logging.getLogger("tokenpilot.openclaw")
 

@@ -26,8 +26,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tokenpilot.compaction import ENDED_CAUSE, SHOWN_CAUSE
-from tokenpilot.messages import content_text
+from tokenpilot.messages.compaction import ENDED_CAUSE, SHOWN_CAUSE
+from tokenpilot.messages.model import content_text
 
 EXCERPT = 120
 

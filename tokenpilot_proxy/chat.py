@@ -15,10 +15,10 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from . import sse, wire
-from .errors import internal_error_message
-from .request_path import RequestPath, StreamBroken, is_event_stream, upstream_chunks
-from .sessions import SessionStats, resolve_session_id
+from tokenpilot_proxy import sse, wire
+from tokenpilot_proxy.errors import internal_error_message
+from tokenpilot_proxy.request_path import RequestPath, StreamBroken, is_event_stream, upstream_chunks
+from tokenpilot_proxy.sessions import SessionStats, resolve_session_id
 
 log = logging.getLogger("tokenpilot.openclaw")
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .breaks import DELIBERATE
-from .sessions import StateDir, summarize
+from tokenpilot_proxy.breaks import DELIBERATE
+from tokenpilot_proxy.sessions import StateDir, summarize
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 

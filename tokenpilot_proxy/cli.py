@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tokenpilot.cli import run
-
-from .serve_options import add_serve_arguments
+from tokenpilot_proxy.serve_options import add_serve_arguments
 
 EXTRA = "tokenpilot[proxy]"
 # what the extras bring; a ModuleNotFoundError naming one of these means "install the extra"
@@ -33,7 +32,7 @@ def register(subparsers: Any) -> None:
     add_serve_arguments(s)
     s.set_defaults(func=lazy("serve", f"{__package__}.server", "run_from_args"))
 
-    from .doctor import add_host_doctor_arguments
+    from tokenpilot_proxy.doctor import add_host_doctor_arguments
 
     hd = subparsers.add_parser(
         "doctor",
@@ -42,7 +41,7 @@ def register(subparsers: Any) -> None:
     add_host_doctor_arguments(hd)
     hd.set_defaults(func=lazy("doctor", f"{__package__}.doctor", "run_host_doctor"))
 
-    from .hosts import add_disable_arguments, add_enable_arguments
+    from tokenpilot_proxy.hosts import add_disable_arguments, add_enable_arguments
 
     e = subparsers.add_parser(
         "enable", help="route claude-code, codex or openclaw through TokenPilot for good (backed up)"

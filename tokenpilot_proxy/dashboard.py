@@ -27,15 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tokenpilot.messages import content_text
+from tokenpilot.messages.model import content_text
 from tokenpilot.model_prices import prices_for, spent_and_saved
-
-from .errors import foreign_derived, json_error
-from .sessions import SessionStats, derived_owner
-from .timeline import POINT, as_dicts, point
+from tokenpilot_proxy.errors import foreign_derived, json_error
+from tokenpilot_proxy.sessions import SessionStats, derived_owner
+from tokenpilot_proxy.timeline import POINT, as_dicts, point
 
 if TYPE_CHECKING:
-    from .proxy_view import ProxyView
+    from tokenpilot_proxy.proxy_view import ProxyView
 
 PREFIX = "/tokenpilot/dashboard"
 COOKIE = "tokenpilot_dashboard"

@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from tokenpilot_openclaw.doctor import openclaw_checks
-
-from .checks import FAIL, OK, WARN, Check, check_proxy, check_stats, saved_stats
-from .serve_options import DEFAULT_PORT, default_state_dir
+from tokenpilot_proxy.checks import FAIL, OK, WARN, Check, check_proxy, check_stats, saved_stats
+from tokenpilot_proxy.serve_options import DEFAULT_PORT, default_state_dir
 
 HOSTS = ("claude-code", "codex", "openclaw")
 DEFAULT_PROXY = f"http://127.0.0.1:{DEFAULT_PORT}"

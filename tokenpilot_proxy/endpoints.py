@@ -17,13 +17,13 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from . import wire
-from .errors import busy_error, foreign_derived, json_error
-from .memtrim import read_body
-from .pools import PoolBusy
-from .request_path import RequestPath
-from .sessions import COUNTERS, NOT_TOTALS, SessionStats, query_session, summarize
-from .upstream import UpstreamTimeout, UpstreamUnreachable, response_headers
+from tokenpilot_proxy import wire
+from tokenpilot_proxy.errors import busy_error, foreign_derived, json_error
+from tokenpilot_proxy.memtrim import read_body
+from tokenpilot_proxy.pools import PoolBusy
+from tokenpilot_proxy.request_path import RequestPath
+from tokenpilot_proxy.sessions import COUNTERS, NOT_TOTALS, SessionStats, query_session, summarize
+from tokenpilot_proxy.upstream import UpstreamTimeout, UpstreamUnreachable, response_headers
 
 log = logging.getLogger("tokenpilot.openclaw")
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from aiohttp import web
 
-from .pools import PoolBusy
-from .sessions import credential_fingerprint, derived_owner
-from .wire import BadRequest
+from tokenpilot_proxy.pools import PoolBusy
+from tokenpilot_proxy.sessions import credential_fingerprint, derived_owner
+from tokenpilot_proxy.wire import BadRequest
 
 
 def json_error(

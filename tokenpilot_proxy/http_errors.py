@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from .errors import internal_error, json_error
+from tokenpilot_proxy.errors import internal_error, json_error
 
 log = logging.getLogger("tokenpilot.openclaw")
 

@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 
-from tokenpilot.store import LockBusy, Store
+from tokenpilot.store.protocol import LockBusy, Store
 
 log = logging.getLogger("tokenpilot.openclaw")
 

@@ -34,11 +34,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tokenpilot.model_prices import prices_for, spent_and_saved
-
-from .sessions import SessionStats
+from tokenpilot_proxy.sessions import SessionStats
 
 if TYPE_CHECKING:
-    from .proxy_view import ProxyView
+    from tokenpilot_proxy.proxy_view import ProxyView
 
 
 MAX_MODELS = 20

@@ -10,11 +10,11 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from .dashboard import browser_authorized
-from .errors import STATUS_TYPES, internal_error, json_error
-from .memtrim import BodyStalled
-from .request_path import RequestPath
-from .serve_options import MB
+from tokenpilot_proxy.dashboard import browser_authorized
+from tokenpilot_proxy.errors import STATUS_TYPES, internal_error, json_error
+from tokenpilot_proxy.memtrim import BodyStalled
+from tokenpilot_proxy.request_path import RequestPath
+from tokenpilot_proxy.serve_options import MB
 
 log = logging.getLogger("tokenpilot.openclaw")
 

@@ -26,7 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from .serve_options import DEFAULT_RECALL_QUEUE, DEFAULT_RECALL_WORKERS
+from tokenpilot_proxy.serve_options import DEFAULT_RECALL_QUEUE, DEFAULT_RECALL_WORKERS
 
 T = TypeVar("T")
 

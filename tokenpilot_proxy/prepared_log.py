@@ -10,10 +10,9 @@ import logging
 from typing import Any
 
 from tokenpilot import Prepared
-from tokenpilot.compaction import ENDED_CAUSE, SHOWN_CAUSE
-
-from . import timeline, wire
-from .sessions import SessionStats
+from tokenpilot.messages.compaction import ENDED_CAUSE, SHOWN_CAUSE
+from tokenpilot_proxy import timeline, wire
+from tokenpilot_proxy.sessions import SessionStats
 
 log = logging.getLogger("tokenpilot.openclaw")
 

@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from tokenpilot import TokenPilot
     from tokenpilot.pricing import Prices
-
-    from .sessions import SessionStats
-    from .settings import ProxySettings
-    from .state import SessionKeeper
+    from tokenpilot_proxy.sessions import SessionStats
+    from tokenpilot_proxy.settings import ProxySettings
+    from tokenpilot_proxy.state import SessionKeeper
 
 
 class ProxyView(Protocol):

@@ -23,18 +23,17 @@ from aiohttp import web
 
 from tokenpilot import Prepared, TokenPilot
 from tokenpilot.errors import MessageError
-
-from . import timeline, wire
-from .apis import RECALL_TOOL_NAME
-from .errors import bad_request, json_error
-from .memtrim import Trimmer, read_body
-from .metrics import ProxyMetrics
-from .pools import PoolBusy, Pools
-from .prepared_log import PreparedLog
-from .sessions import SessionStats, credential_fingerprint, derived_session_id
-from .settings import ProxySettings
-from .state import SessionKeeper
-from .upstream import Upstream, UpstreamTimeout, UpstreamUnreachable, response_headers
+from tokenpilot_proxy import timeline, wire
+from tokenpilot_proxy.apis import RECALL_TOOL_NAME
+from tokenpilot_proxy.errors import bad_request, json_error
+from tokenpilot_proxy.memtrim import Trimmer, read_body
+from tokenpilot_proxy.metrics import ProxyMetrics
+from tokenpilot_proxy.pools import PoolBusy, Pools
+from tokenpilot_proxy.prepared_log import PreparedLog
+from tokenpilot_proxy.sessions import SessionStats, credential_fingerprint, derived_session_id
+from tokenpilot_proxy.settings import ProxySettings
+from tokenpilot_proxy.state import SessionKeeper
+from tokenpilot_proxy.upstream import Upstream, UpstreamTimeout, UpstreamUnreachable, response_headers
 
 log = logging.getLogger("tokenpilot.openclaw")
 

@@ -27,14 +27,13 @@ from typing import Any
 from aiohttp import web
 
 from tokenpilot import Prepared
-from tokenpilot.messages import parse_arguments, tool_name
-
-from . import codex_wire, sse, wire
-from .apis import DEFERRED, RECALL_TOOL_NAME
-from .request_path import RequestPath
-from .sessions import resolve_session_id
-from .translated import Translated
-from .wire import BadRequest, json_kind
+from tokenpilot.messages.model import parse_arguments, tool_name
+from tokenpilot_proxy import codex_wire, sse, wire
+from tokenpilot_proxy.apis import DEFERRED, RECALL_TOOL_NAME
+from tokenpilot_proxy.request_path import RequestPath
+from tokenpilot_proxy.sessions import resolve_session_id
+from tokenpilot_proxy.translated import Translated
+from tokenpilot_proxy.wire import BadRequest, json_kind
 
 
 def add_routes(app: web.Application, path: RequestPath) -> None:

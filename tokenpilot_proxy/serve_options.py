@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tokenpilot.artifacts import default_store_dir
+from tokenpilot.store.artifacts import default_store_dir
 
 DEFAULT_PORT = 8787
 DEFAULT_UPSTREAM_KEY_ENV = "TOKENPILOT_UPSTREAM_API_KEY"

@@ -20,24 +20,24 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .app import Proxy
-from .connections import (
+from tokenpilot_proxy.app import Proxy
+from tokenpilot_proxy.connections import (
     AcceptErrorLog,
     ConnectionGate,
     GatedSite,
     default_max_connections,
     raise_fd_limit,
 )
-from .http_errors import JsonErrorRunner
-from .serve_options import (
+from tokenpilot_proxy.http_errors import JsonErrorRunner
+from tokenpilot_proxy.serve_options import (
     DEFAULT_CLIENT_TIMEOUT_S,
     DEFAULT_RECALL_QUEUE,
     DEFAULT_RECALL_WORKERS,
     MB,
     add_serve_arguments,
 )
-from .settings import ProxySettings, SetupError
-from .upstream import redact_url
+from tokenpilot_proxy.settings import ProxySettings, SetupError
+from tokenpilot_proxy.upstream import redact_url
 
 log = logging.getLogger("tokenpilot.openclaw")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
@@ -103,7 +103,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             return 0
         settings = settings_from_args(args)
         if settings.workers > 1:
-            from .workers import run_workers
+            from tokenpilot_proxy.workers import run_workers
 
             return run_workers(settings, serve)
         asyncio.run(serve(settings))
@@ -146,8 +146,8 @@ async def serve(settings: ProxySettings, *, on_ready: Callable[[str], None] | No
 async def serve_demo(args: argparse.Namespace) -> None:
     """`serve --demo`: the built-in scripted upstream on a free local port, and the proxy in
     front of it, in one process; no provider and no key (`demo.demo_reply` answers)."""
-    from .demo import FakeUpstream
-    from .demo.replies import demo_reply
+    from tokenpilot_proxy.demo import FakeUpstream
+    from tokenpilot_proxy.demo.replies import demo_reply
 
     async with FakeUpstream(responder=demo_reply) as upstream:
         settings = settings_from_args(argparse.Namespace(**{**vars(args), "upstream": upstream.url}))

@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from tokenpilot.state_files import StateFiles
+from tokenpilot.store.state_files import StateFiles
 
 log = logging.getLogger("tokenpilot.openclaw")
 
@@ -297,5 +297,5 @@ def summarize(sessions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-# The session files moved to the core (`tokenpilot.state_files`), beside the store protocol.
+# The session files moved to the core (`tokenpilot.store.state_files`), beside the store protocol.
 StateDir = StateFiles

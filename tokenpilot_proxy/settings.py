@@ -6,11 +6,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tokenpilot.artifacts import default_store_dir
-from tokenpilot.store import redact_store_url
-from tokenpilot.store_open import is_store_url
-
-from .serve_options import (
+from tokenpilot.store.artifacts import default_store_dir
+from tokenpilot.store.open import is_store_url
+from tokenpilot.store.protocol import redact_store_url
+from tokenpilot_proxy.serve_options import (
     DEFAULT_CLIENT_TIMEOUT_S,
     DEFAULT_PORT,
     DEFAULT_RECALL_QUEUE,
@@ -19,7 +18,7 @@ from .serve_options import (
     MB,
     default_state_dir,
 )
-from .upstream import basic_auth, redact_url, split_credentials, url_user
+from tokenpilot_proxy.upstream import basic_auth, redact_url, split_credentials, url_user
 
 
 @dataclass(frozen=True, slots=True)

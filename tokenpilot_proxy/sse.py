@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .wire import MAX_UPSTREAM_JSON_DEPTH, loads_bounded
+from tokenpilot_proxy.wire import MAX_UPSTREAM_JSON_DEPTH, loads_bounded
 
 DONE = "[DONE]"
 _FINISH_RE = re.compile(rb'"finish_reason"\s*:\s*"')

@@ -20,12 +20,11 @@ from typing import Any
 
 from tokenpilot import TokenPilot
 from tokenpilot.errors import TokenPilotError
-from tokenpilot.store import Store, StoreUnanswered
-
-from .locks import SessionLocks
-from .memtrim import malloc_trim
-from .residency import Residency
-from .sessions import SessionStats, derived_owner, merge_stats, recall_candidates
+from tokenpilot.store.protocol import Store, StoreUnanswered
+from tokenpilot_proxy.locks import SessionLocks
+from tokenpilot_proxy.memtrim import malloc_trim
+from tokenpilot_proxy.residency import Residency
+from tokenpilot_proxy.sessions import SessionStats, derived_owner, merge_stats, recall_candidates
 
 log = logging.getLogger("tokenpilot.openclaw")
 

@@ -16,10 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokenpilot import Prepared
-from tokenpilot.messages import tool_name
-
-from .breaks import diagnose
-from .sessions import SessionStats
+from tokenpilot.messages.model import tool_name
+from tokenpilot_proxy.breaks import diagnose
+from tokenpilot_proxy.sessions import SessionStats
 
 SERIES_POINTS = 120
 KEPT_BREAKS = 20

@@ -15,14 +15,13 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from tokenpilot.messages import tool_name
-
-from . import sse
-from .apis import MAX_RECALL_ROUNDS, RECALL_TOOL_NAME, Api, RecallTurns, StreamRelay
-from .errors import bad_request, internal_error_message
-from .request_path import RequestPath, StreamBroken, is_event_stream, upstream_chunks
-from .sessions import SessionStats
-from .wire import BadRequest
+from tokenpilot.messages.model import tool_name
+from tokenpilot_proxy import sse
+from tokenpilot_proxy.apis import MAX_RECALL_ROUNDS, RECALL_TOOL_NAME, Api, RecallTurns, StreamRelay
+from tokenpilot_proxy.errors import bad_request, internal_error_message
+from tokenpilot_proxy.request_path import RequestPath, StreamBroken, is_event_stream, upstream_chunks
+from tokenpilot_proxy.sessions import SessionStats
+from tokenpilot_proxy.wire import BadRequest
 
 log = logging.getLogger("tokenpilot.openclaw")
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from tokenpilot import Prepared
 from tokenpilot.errors import MessageError
-from tokenpilot.limits import nesting_exceeds
-from tokenpilot.messages import check_messages, content_text
+from tokenpilot.messages.limits import nesting_exceeds
+from tokenpilot.messages.model import check_messages, content_text
 
 PER_CALL_MARKERS = ("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>",)
 # Deepest `[`/`{` nesting accepted. Chat requests nest a dozen levels (tool schemas);

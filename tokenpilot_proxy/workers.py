@@ -29,8 +29,8 @@ import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from .settings import ProxySettings, SetupError, read_secrets
-from .upstream import redact_url
+from tokenpilot_proxy.settings import ProxySettings, SetupError, read_secrets
+from tokenpilot_proxy.upstream import redact_url
 
 log = logging.getLogger("tokenpilot.openclaw")
 

@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from ..call_kinds import shell_command
+from ..messages.call_kinds import shell_command
 from .truncate import tool_family
 
 __all__ = ["MARKER_PREFIX", "fold_marker", "is_code_read", "marker_line", "original_lines", "parse_markers"]

@@ -1,6 +1,6 @@
 """What a tool output is: the kind of content each reduction pass declares it accepts.
 
-The pipeline (`tokenpilot.pipeline`) classifies an output once and runs only the passes
+The pipeline (`tokenpilot.ingest.pipeline`) classifies an output once and runs only the passes
 that accept its kind. Markup is the kind that must never meet a text pass: a line fold
 counted on raw HTML names lines the agent never sees and hides the article's elements
 from the HTML pass (issue #38). So markup goes to `html_slimming` alone, which turns it

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import ClassVar
 
-from ..call_kinds import call_kind
+from ..messages.call_kinds import call_kind
 from .base import ALL_KINDS, PREVIEW_HEAD, PREVIEW_TAIL, PassContext, preview
 
 __all__ = ["DEFAULT_LIMITS", "Truncation", "tool_family"]

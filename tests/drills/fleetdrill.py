@@ -144,7 +144,7 @@ async def round_robin(
     """Start `replicas` serve processes on a fresh namespace of `redis_url`, send call n to
     replica n mod `replicas` (waiting for each estimator run when `settle`), and return
     the bodies the upstream received, in order."""
-    from tokenpilot.store_redis import RedisStore
+    from tokenpilot.store.redis import RedisStore
 
     url = namespaced(redis_url)
     store = RedisStore(url)

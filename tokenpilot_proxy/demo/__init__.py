@@ -9,13 +9,13 @@ provider), and the upstream the tests and benchmarks run the proxy against.
 
 from __future__ import annotations
 
-from .anthropic_upstream import (
+from tokenpilot_proxy.demo.anthropic_upstream import (
     ANTHROPIC_LOOKBACK_BLOCKS,
     ANTHROPIC_MAX_BREAKPOINTS,
     FakeAnthropic,
     anthropic_blocks,
 )
-from .base import (
+from tokenpilot_proxy.demo.base import (
     CHARS_PER_TOKEN,
     Fault,
     LocalServer,
@@ -27,7 +27,7 @@ from .base import (
     common_prefix_len,
     prompt_text,
 )
-from .openai_upstream import FakeUpstream, responses_prompt_text
+from tokenpilot_proxy.demo.openai_upstream import FakeUpstream, responses_prompt_text
 
 __all__ = [
     "ANTHROPIC_LOOKBACK_BLOCKS",

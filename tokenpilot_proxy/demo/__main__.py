@@ -8,8 +8,8 @@ import argparse
 import asyncio
 import signal
 
-from .base import Reply
-from .openai_upstream import FakeUpstream
+from tokenpilot_proxy.demo.base import Reply
+from tokenpilot_proxy.demo.openai_upstream import FakeUpstream
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .base import CHARS_PER_TOKEN, LocalServer, Recorded, Reply, Responder
+from tokenpilot_proxy.demo.base import CHARS_PER_TOKEN, LocalServer, Recorded, Reply, Responder
 
 # ---------------------------------------------------------------------------
 # A fake Anthropic Messages upstream
@@ -80,7 +80,7 @@ class FakeAnthropic(LocalServer):
 
     def _refusal(self, body: Any) -> str | None:
         """Why Anthropic would refuse the body (None: it would not)."""
-        from ..anthropic_render import breakpoints, pairing_errors
+        from tokenpilot_proxy.anthropic_render import breakpoints, pairing_errors
 
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return "messages: field required"

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .base import (
+from tokenpilot_proxy.demo.base import (
     CHARS_PER_TOKEN,
     Fault,
     LocalServer,

@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokenpilot._canonical import ARTIFACT_HEX_CHARS, ARTIFACT_PREFIX
-from tokenpilot.stabilize import RECALL_TOOL_NAME
-
-from .base import Reply, ToolCall
+from tokenpilot.ingest.stabilize import RECALL_TOOL_NAME
+from tokenpilot_proxy.demo.base import Reply, ToolCall
 
 HANDLE = re.compile(re.escape(ARTIFACT_PREFIX) + f"[0-9a-f]{{{ARTIFACT_HEX_CHARS}}}")
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import DEFAULT_PORTS, DEFAULT_UPSTREAMS
-from .backups import Backups
-from .codex_toml import TomlEditError, enable_text
-from .service import (
+from tokenpilot_proxy.hosts import DEFAULT_PORTS, DEFAULT_UPSTREAMS
+from tokenpilot_proxy.hosts.backups import Backups
+from tokenpilot_proxy.hosts.codex_toml import TomlEditError, enable_text
+from tokenpilot_proxy.hosts.service import (
     launcher_command,
     systemctl_user,
     systemd_user_available,

@@ -14,13 +14,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
-from ...artifacts import ArtifactStore
 from ...config import CONTENT_PASSES, Config
 from ...estimator import ImmediateEstimator, OfflineEstimator
-from ...lifecycle import Lifecycle, LifecycleConfig
+from ...lifecycle.schedule import Lifecycle, LifecycleConfig
+from ...lifecycle.segments import SegmentRules, WindowRule
 from ...passes.truncate import DEFAULT_LIMITS
 from ...pilot import TokenPilot
-from ...segments import SegmentRules, WindowRule
+from ...store.artifacts import ArtifactStore
 from ...tokens import message_tokens
 from .context_editing import context_editing_methods
 from .method import Message, Method, MethodSession, Rendered, Stateless, split_system

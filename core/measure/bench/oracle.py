@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ...observations import is_observation
+from ...messages.observations import is_observation
 from ...pricing import Prices
 from ..cachesim import Profile, get_profile, message_segments, prefix_segments, segments_tokens
 from ..traces.model import Session

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..._canonical import canonical_json
-from ...observations import is_observation
+from ...messages.observations import is_observation
 
 # Things an agent copies from tool output into its next action or answer.
 _IDENT = re.compile(

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ....messages import content_text
+from ....messages.model import content_text
 from ....tokens import count_tokens
 from ..method import Message, Method, MethodSession, Rendered, SideCall, Stateless, split_system
 

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ....messages import from_anthropic, to_anthropic
+from ....messages.model import from_anthropic, to_anthropic
 from ..method import Message, Method, MethodSession, Rendered
 from .lightmem2_wire import Wire, from_responses, to_responses
 from .node_driver import NodeDriver

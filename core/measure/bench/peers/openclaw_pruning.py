@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ....messages import content_text
+from ....messages.model import content_text
 from ..method import Message, Method, MethodSession, Rendered, split_system
 from .node_driver import NodeDriver
 

@@ -1,0 +1,149 @@
+"""Rendering a session's history for one call: each entry's frozen form (with the
+caller's current tool-call ids), system-update notes, eviction stubs in place of what
+the lifecycle's plan drops; and the render keys that tell, at the next call, whether
+the request still extends this one (I1) and, where not, why and from where.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from .._canonical import canonical_json, sha256_hex
+from ..config import Config
+from ..messages.compaction import ENDED_CAUSE, SHOWN_CAUSE
+from .session import Entry, Session
+from .sync import call_ids
+
+log = logging.getLogger("tokenpilot")
+
+
+def render_history(
+    s: Session, history: list[Any], cfg: Config, *, whole: bool = False
+) -> tuple[list[Any], list[str], set[int]]:
+    """Frozen messages (with current ids), update notes, eviction stubs; and render keys.
+
+    `whole`: render with nothing evicted (a compaction request, `tokenpilot.messages.compaction`);
+    the lifecycle still sees the call, so its schedule and plan go on as before."""
+    drop: set[int] = set()
+    stubs: dict[int, list[dict[str, Any]]] = {}
+    if s.lifecycle is not None:
+        frozen = [e.frozen for e in s.entries]
+        adds_tool = cfg.register_recall_tool and cfg.recall_tool_from != "first_call" and not s.recallable
+        if hasattr(s.lifecycle, "head_refill_tokens"):  # a custom lifecycle may not weigh it
+            s.lifecycle.head_refill_tokens = s.system.tokens + s.tools_tokens if adds_tool else None
+        try:
+            s.lifecycle.observe(frozen)
+            plan = s.lifecycle.view(frozen)
+            s.plan_version = plan.version
+            if not whole:
+                drop = set(plan.drop)
+                stubs = {i: list(ms) for i, ms in plan.stubs.items()}
+        except Exception as exc:  # eviction is an optimisation: never fail the call
+            log.warning("tokenpilot: lifecycle failed, rendering without eviction: %s", exc)
+            drop, stubs = set(), {}
+    moved = s.moved.texts_for(s.entries, frozenset(drop)) if drop else {}
+    updates: dict[int, list[dict[str, Any]]] = {}
+    for pos, m in s.updates:
+        updates.setdefault(pos, []).append(m)
+    out: list[Any] = []
+    keys: list[str] = []
+    for i, e in enumerate(s.entries):
+        for m in updates.get(i, ()):
+            out.append(dict(m))
+            keys.append(digest(m))
+        for m in stubs.get(i, ()):
+            out.append(dict(m))
+            keys.append(digest(m))
+        if i in drop:
+            continue
+        msg = history[i]
+        frozen = e.frozen
+        if not isinstance(frozen, Mapping):
+            out.append(frozen)
+            keys.append(entry_key(e))
+            continue
+        key = entry_key(e)
+        cur = call_ids(msg) if isinstance(msg, Mapping) else e.ids
+        if cur != e.ids and usable_ids(cur, frozen):
+            frozen, key = with_ids(frozen, cur), f"{key}:{digest(cur)}"
+        if i in moved:  # a fold whose lines an eviction moved here
+            frozen, key = {**frozen, "content": moved[i]}, f"{key}:moved:{digest(moved[i])}"
+        out.append(dict(frozen))
+        keys.append(key)
+    for m in updates.get(len(s.entries), ()):
+        out.append(dict(m))
+        keys.append(digest(m))
+    return out, keys, drop
+
+
+def break_cause(
+    s: Session, keys: list[Any], rewritten: bool, *, recovered: bool = False, whole: bool = False
+) -> str:
+    prev = s.last_keys
+    if prev[0] != keys[0]:
+        return "system prompt changed"
+    if prev[1] != keys[1]:
+        return "tools changed"
+    if rewritten:
+        return "history rewritten by the caller"
+    if recovered:
+        return "store_recovered"  # a message sent unreduced while the store failed, now reduced
+    if whole:
+        return SHOWN_CAUSE
+    if s.last_whole:
+        return ENDED_CAUSE
+    if s.plan_version != s.last_plan_version:
+        return "eviction"
+    return "tool-call ids changed"
+
+
+def first_difference(prev: list[Any], keys: list[Any], system_len: int) -> int:
+    """Index in the rendered messages of the first one whose key changed (keys: the system
+    version, the tools version, then one key per rendered history message)."""
+    if prev[:2] != keys[:2]:
+        return 0
+    for j, (a, b) in enumerate(zip(prev[2:], keys[2:])):
+        if a != b:
+            return system_len + j
+    return system_len + min(len(prev), len(keys)) - 2
+
+
+def digest(obj: Any) -> str:
+    """A short content digest: render keys that mean the same in every process."""
+    try:
+        text = canonical_json(obj)
+    except (TypeError, ValueError):
+        text = repr(obj)
+    return sha256_hex(text)[:20]
+
+
+def entry_key(e: Entry) -> str:
+    if not e.key:
+        e.key = digest(e.frozen)
+    return e.key
+
+
+def usable_ids(ids: Any, frozen: Mapping[str, Any]) -> bool:
+    """Can these ids replace the frozen message's own? Only valid ones, one per call."""
+    if frozen.get("role") == "tool":
+        return isinstance(ids, str)
+    calls = frozen.get("tool_calls")
+    return (
+        isinstance(ids, tuple)
+        and isinstance(calls, list | tuple)
+        and len(ids) == len(calls)
+        and all(isinstance(i, str) for i in ids)
+        and all(isinstance(c, Mapping) for c in calls)
+    )
+
+
+def with_ids(frozen: dict[str, Any], ids: Any) -> dict[str, Any]:
+    """A frozen message carrying the caller's current tool-call ids (OpenClaw rewrites them)."""
+    out = dict(frozen)
+    if out.get("role") == "tool":
+        out["tool_call_id"] = ids
+    elif ids and out.get("tool_calls"):
+        out["tool_calls"] = [{**c, "id": i} for c, i in zip(out["tool_calls"], ids)]
+    return out

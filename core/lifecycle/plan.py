@@ -1,0 +1,464 @@
+"""The eviction plan of one session: what the rendered history drops, and the stubs
+in its place.
+
+It changes only when the lifecycle hands it finished estimator results (at a batch
+boundary, in one pass): the registry applies them, `plan_eviction` plans, the segment
+and window rules add tool bundles, the cost gate picks the cut (expecting only its
+fewest calls once the agent is wrapping up, `segments.closing`), and an evicted task
+that later words name is shown again. Between results it is constant, so consecutive
+renders extend each other (I1). A history the caller rewrote is followed
+(`follow_rewrite`). The schedule (when the estimator runs) is `lifecycle.py`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._canonical import artifact_id_for
+from ..messages.turns import Turn, TurnSegmenter
+from ..registry import TaskRegistry
+from ..store.journal import Sealed
+from ..tokens import message_tokens
+from .evict import (
+    EvictionPlan,
+    Segment,
+    assistant_index,
+    expected_remaining_calls,
+    plan_eviction,
+    recall_risk_usd,
+    render,
+    should_evict,
+)
+from .plan_tokens import MessageTokens
+from .segments import (
+    BundleRecord,
+    bundle_record,
+    closing,
+    evictable_bundles,
+    last_uses,
+    named_in_words,
+    rule_of,
+    window_bundles,
+)
+from .settings import LifecycleConfig
+
+log = logging.getLogger("tokenpilot")
+
+
+Message = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RenderPlan:
+    """What to show the model: drop these indices of the managed history and put
+    `stubs[i]` (a tuple of messages, today always one) where index i was.
+    `version` counts plan changes, i.e. prefix breaks caused by eviction."""
+
+    drop: frozenset[int] = frozenset()
+    stubs: Mapping[int, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+    version: int = 0
+
+    def apply(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        return render(messages, self.drop, self.stubs)
+
+
+@dataclass(slots=True)
+class Result:
+    """A finished estimator run's delta, waiting for the next view."""
+
+    delta: dict[str, Any]
+    upto: int  # turns [0, upto) were covered by the run
+    keep_from: int  # messages from here on (the run's batch and later) stay
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What the lifecycle hands the plan at a view: the finished results, the registry
+    that judges them, and what the cost gate weighs."""
+
+    results: Sequence[Result]
+    registry: TaskRegistry
+    calls: int  # calls so far: the gate expects a share of them to remain
+    head_refill_tokens: int | None  # tokens ahead of the history an eviction re-sends too
+
+
+class Planner:
+    """The cumulative plan (segments evicted, indices dropped, stubs) and what changes it.
+    Not locked: its lifecycle holds its lock around every call."""
+
+    def __init__(
+        self,
+        config: LifecycleConfig,
+        archive: Callable[[str], str],
+        stats: dict[str, Any],
+        segmenter: TurnSegmenter,
+    ) -> None:
+        self.config = config
+        self.archive = archive
+        self.stats = stats
+        self.segmenter = segmenter
+        self.segments: list[Segment] = []
+        self.drop: set[int] = set()
+        self.stubs: dict[int, tuple[dict[str, Any], ...]] = {}
+        self.version = 0
+        self._bundles: dict[tuple[str, int, int], BundleRecord] = {}
+        self._turn_tokens: dict[tuple[str, int, int], tuple[int, ...]] = {}  # per message of the turn
+        self._tokens = MessageTokens()  # the cost gate's counts, kept from one batch to the next
+        self._exports: dict[int, tuple[Segment, Sealed]] = {}  # `segment_exports`, by segment
+
+    def segment_exports(self) -> list[dict[str, Any]]:
+        """Each segment's `to_dict`, made once per segment (segments never change once
+        planned) and sealed, so each save's journal reuses what it cut it into. Keeps only
+        the current segments' exports."""
+        kept = {}
+        for seg in self.segments:
+            hit = self._exports.get(id(seg))
+            kept[id(seg)] = hit if hit is not None and hit[0] is seg else (seg, Sealed(seg.to_dict()))
+        self._exports = kept
+        return [kept[id(seg)][1] for seg in self.segments]
+
+    def render_plan(self) -> RenderPlan:
+        return RenderPlan(frozenset(self.drop), dict(self.stubs), self.version)
+
+    def load(self, segments: list[Segment], version: int) -> None:
+        """Take a saved plan: its segments and their version."""
+        self.segments = segments
+        self.drop = {i for s in segments for i in range(s.start, s.end)}
+        self.stubs = {s.start: (s.stub,) for s in segments if s.stub is not None}
+        self.version = version
+
+    def follow_rewrite(self, messages: Sequence[Message]) -> None:
+        """Follow a history the caller rewrote (its own compaction, a condenser, elided
+        observations): the new history is the new base. A segment whose turns are all
+        still there, in a row, stays evicted at their new place (turn ids are content
+        digests); one whose turns the caller removed or changed is forgotten (there is
+        nothing left to evict). Nothing evicted is shown again; logged at INFO only."""
+        turns = self.segmenter.update(messages)
+        if all(self._in_place(seg, messages, turns) for seg in self.segments):
+            return
+        index = {t.turn_id: k for k, t in enumerate(turns)}
+        kept: list[Segment] = []
+        taken: set[int] = set()
+        for seg in self.segments:
+            moved = self._relocate(seg, messages, turns, index)
+            if moved is None or taken.intersection(range(moved.start, moved.end)):
+                continue
+            taken.update(range(moved.start, moved.end))
+            kept.append(moved)
+        gone = len(self.segments) - len(kept)
+        self.stats["history_rewrites"] += 1
+        self.stats["segments_remapped"] += len(kept)
+        self.stats["segments_invalidated"] += gone
+        log.info(
+            "tokenpilot: history rewritten by the caller; %d evicted segment(s) kept at their new place, "
+            "%d gone with the rewrite",
+            len(kept),
+            gone,
+        )
+        self.segments = kept
+        self.drop = {i for s in kept for i in range(s.start, s.end)}
+        self.stubs = {s.start: (s.stub,) for s in kept if s.stub is not None}
+        self.version += 1
+
+    @staticmethod
+    def _in_place(seg: Segment, messages: Sequence[Message], turns: Sequence[Turn]) -> bool:
+        starts = {}
+        for t in turns:
+            starts[t.start] = t
+            starts.setdefault(assistant_index(messages, t), t)  # a bundle evicted without its opener
+        at = seg.start
+        for tid in seg.turn_ids:
+            turn = starts.get(at)
+            if turn is None or turn.turn_id != tid:
+                return False
+            at = turn.end
+        return at == seg.end
+
+    @staticmethod
+    def _relocate(
+        seg: Segment, messages: Sequence[Message], turns: Sequence[Turn], index: Mapping[str, int]
+    ) -> Segment | None:
+        """The segment at its turns' place in the rewritten history, or None when they are
+        not all there in a row (complete: a cut inside a tool group would orphan calls)."""
+        first = index.get(seg.turn_ids[0]) if seg.turn_ids else None
+        if first is None or first + len(seg.turn_ids) > len(turns):
+            return None
+        run = turns[first : first + len(seg.turn_ids)]
+        if [t.turn_id for t in run] != list(seg.turn_ids) or not all(t.complete for t in run):
+            return None
+        # A bundle retired by a rule went without its opener (the user's words stay).
+        start = assistant_index(messages, run[0]) if seg.reasons else run[0].start
+        end = run[-1].end
+        if start == seg.start and end == seg.end:
+            return seg
+        return Segment(start, end, seg.turn_ids, seg.task_ids, seg.artifact_id, seg.stub, seg.reasons)
+
+    def apply(self, messages: Sequence[Message], batch: Batch) -> None:
+        """Apply finished estimator results in one pass (see the module's docstring)."""
+        version = self.version
+        revived = self._apply_results(messages, batch)
+        if revived is not None and self.version == version:  # shown again, nothing new evicted
+            self.version += 1
+            self.stats["prefix_breaks"] += 1
+
+    def _apply_results(self, messages: Sequence[Message], batch: Batch) -> int | None:
+        """Apply the finished estimator results; where segments were shown again, if any."""
+        keep_from = len(messages)
+        for res in batch.results:
+            report = batch.registry.apply(res.delta)
+            self.stats["parts_rejected"] += len(report.rejected)
+            if report.dropped:
+                self.stats["deltas_rejected"] += 1
+            else:
+                self.stats["deltas_applied"] += 1
+            keep_from = min(res.keep_from, len(messages))
+        turns = self.segmenter.update(messages)
+        named = self._named_turns(messages, turns)
+        revived = self._revive(named, turns)
+        bundles = self._retired_bundles(messages, turns)
+        window = self._window_bundles(messages, turns)
+        if window:  # one pass with the rules; a rule's reason is the more precise
+            bundles = {**window, **bundles}
+
+        def plan_with(archive: Callable[[str], str], from_index: int = 0) -> EvictionPlan:
+            return plan_eviction(
+                messages,
+                turns,
+                batch.registry,
+                stub=self.config.stub,
+                archive=archive,
+                keep_from=keep_from,
+                already_evicted=self.drop,
+                bundles=bundles,
+                from_index=from_index,
+                protected=named,
+            )
+
+        # Plan with content ids first; archive for real only what the gate lets through.
+        texts: dict[str, str] = {}
+        plan = plan_with(_content_ids(texts)) if self.config.cost_gate else self._archived(plan_with)
+        if not plan.segments:
+            return revived
+        if self.config.cost_gate:
+            wrapping_up = closing(self._bundle_records(messages, turns))
+            decision, cut = self._best_cut(messages, plan, batch, wrapping_up)
+            remember_decision(self.stats["gate_decisions"], decision.to_dict())
+            if not decision.evict and revived is None:
+                log.info("tokenpilot: eviction deferred by the cost gate: %s", decision.reason)
+                return revived
+            starts = {t.turn_id: t.start for t in turns}
+
+            def turn_start(seg: Segment) -> int:
+                return min(starts[tid] for tid in seg.turn_ids)
+
+            if decision.evict:
+                # The segments from the cut on, as weighed. Planning from an index counts
+                # whole turns, and a rule bundle's segment starts at its assistant message,
+                # after its turn's user words: the plan is made from that turn's start.
+                start = turn_start(
+                    min((seg for seg in plan.segments if seg.start >= cut), key=lambda seg: seg.start)
+                )
+            else:
+                # A revival breaks the cache from its segment on anyway: what the gate
+                # deferred after that point goes in the same pass, for free.
+                start = revived or 0
+            # From the plan's first turn on, the plan is the one the gate weighed: only its
+            # archives are left to write.
+            if start > min(turn_start(seg) for seg in plan.segments) or not self._write(texts):
+                plan = self._archived(plan_with, start)
+            if not plan.segments:
+                return revived
+        counts = self._tokens.counts(messages)
+        gross = sum(counts[i] for i in plan.evicted)
+        self.drop = self.drop | set(plan.evicted)
+        self.stubs = {**self.stubs, **plan.stubs}
+        self.segments.extend(plan.segments)
+        self.version += 1
+        self.stats["evictions"] += len(plan.segments)
+        self.stats["turns_evicted"] += sum(len(s.turn_ids) for s in plan.segments)
+        self.stats["prefix_breaks"] += 1
+        self.stats["tokens_evicted"] += gross
+        for seg in plan.segments:
+            self.stats["bundles_evicted"] += len(seg.reasons)
+            for reason in seg.reasons:
+                rule = rule_of(reason)
+                self.stats["bundle_reasons"][rule] = self.stats["bundle_reasons"].get(rule, 0) + 1
+        return revived
+
+    def _archived(self, plan_with: Callable[..., EvictionPlan], from_index: int = 0) -> EvictionPlan:
+        """`plan_with(archive, from_index)` with its segments archived. Where the archive
+        takes many at once (`SessionArchive.many`), the plan is made with content ids and
+        all its archives written in one store write, before anything refers to them; when
+        the store answers other ids, it is planned again one archive at a time."""
+        if getattr(self.archive, "many", None) is None:
+            return plan_with(self.archive, from_index)
+        texts: dict[str, str] = {}
+        plan = plan_with(_content_ids(texts), from_index)
+        return plan if self._write(texts) else plan_with(self.archive, from_index)
+
+    def _write(self, texts: dict[str, str]) -> bool:
+        """Archive `texts` (content id -> text) in one write; False when the archive takes
+        them one at a time or answers other ids (then the plan is made with it instead)."""
+        many = getattr(self.archive, "many", None)
+        return many is not None and (not texts or list(many(list(texts.values()))) == list(texts))
+
+    def _named_turns(self, messages: Sequence[Message], turns: Sequence[Turn]) -> set[int]:
+        """Turn indices whose file later words name (`segments.named_in_words`); they stay."""
+        return named_in_words(self._bundle_records(messages, turns))
+
+    def _revive(self, named: set[int], turns: Sequence[Turn]) -> int | None:
+        """Show again the evicted tasks holding a turn later words name (I6): the file's
+        content was the task's material and the session has come back to it. At a batch
+        boundary, in the same pass as this batch's evictions (one cache break). Bundles a
+        segment rule retired judge later use themselves (the window's `keep_used_turns`,
+        the stale rule's last use): in a coding session the agent names most files it
+        read, and keeping each one until it is read again costs more than it saves."""
+        ids = {turns[t].turn_id for t in named if t < len(turns)}
+        back = [seg for seg in self.segments if not seg.reasons and ids.intersection(seg.turn_ids)]
+        if not back:
+            return None
+        self.segments = [seg for seg in self.segments if seg not in back]
+        self.drop = {i for s in self.segments for i in range(s.start, s.end)}
+        self.stubs = {s.start: (s.stub,) for s in self.segments if s.stub is not None}
+        self.stats["segments_revived"] += len(back)
+        log.info("tokenpilot: %d evicted segment(s) shown again: later words name their files", len(back))
+        return min(seg.start for seg in back)
+
+    def _retired_bundles(self, messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, str]:
+        """Turn index -> reason, for tool bundles a segment rule retires now."""
+        rules = self.config.segments
+        if rules is None or not rules.enabled:
+            return {}
+        return evictable_bundles(self._bundle_records(messages, turns), rules)
+
+    def _bundle_records(self, messages: Sequence[Message], turns: Sequence[Turn]) -> list[BundleRecord]:
+        """Each turn as the segment rules see it (memoised per turn)."""
+        records = []
+        for t in turns:
+            key = (t.turn_id, t.start, t.end)
+            rec = self._bundles.get(key)
+            if rec is None:
+                rec = self._bundles[key] = bundle_record(messages, t)
+            records.append(rec)
+        return records
+
+    def _window_bundles(self, messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, str]:
+        """Turn index -> reason, for the turns the window rule evicts now."""
+        rule = self.config.window
+        if rule is None or len(turns) <= rule.keep_calls:
+            return {}
+        rendered = self._rendered_tokens(messages, turns)
+        if rendered <= rule.trigger_tokens:
+            return {}
+        calls = [r.has_calls for r in self._bundle_records(messages, turns)]  # text actions too
+        used = rule.keep_used_turns is not None
+        last_use = last_uses(self._bundle_records(messages, turns)) if used else None
+        return window_bundles(calls, rule, rendered, last_use)
+
+    def _rendered_tokens(self, messages: Sequence[Message], turns: Sequence[Turn]) -> int:
+        """Tokens of the history as the current plan renders it (memoised per turn)."""
+        first = turns[0].start if turns else len(messages)
+        total = sum(message_tokens(messages[k]) for k in range(first) if k not in self.drop)
+        for t in turns:
+            key = (t.turn_id, t.start, t.end)
+            counts = self._turn_tokens.get(key)
+            if counts is None:
+                counts = tuple(message_tokens(messages[k]) for k in range(t.start, t.end))
+                if t.complete:
+                    self._turn_tokens[key] = counts
+            total += sum(n for k, n in zip(range(t.start, t.end), counts) if k not in self.drop)
+        return total + sum(message_tokens(m) for ms in self.stubs.values() for m in ms)
+
+    def _best_cut(
+        self, messages: Sequence[Message], plan: EvictionPlan, batch: Batch, wrapping_up: bool = False
+    ) -> tuple[Any, int]:
+        """The cost gate over every possible cut: evicting only the segments from a
+        later start on re-prefills less. Returns the decision with the largest net
+        saving (or, when none pays, the one for the whole plan) and its cut.
+
+        `wrapping_up` (`segments.closing`): the agent exported its change or submitted, so
+        these are its last calls; an eviction must pay back within the fewest calls the
+        gate ever expects (the last eviction of a finished run re-sent the history for a
+        call or two and never paid back)."""
+        calls = expected_remaining_calls(
+            batch.calls, self.config.expected_calls_min, self.config.expected_calls_ratio
+        )
+        if wrapping_up:
+            calls = self.config.expected_calls_min
+        best: tuple[float, Any, int] | None = None
+        first = None
+        counts = self._tokens.counts(messages)  # what `render` sends of each message, counted once
+        n = len(messages)
+        for cut in sorted({s.start for s in plan.segments}):
+            segs = [s for s in plan.segments if s.start >= cut]
+            evicted = {i for s in segs for i in range(s.start, s.end)}
+            gross = sum(counts[i] for i in evicted)
+            stub_tokens = sum(message_tokens(s.stub) for s in segs if s.stub)
+            drop = self.drop | evicted
+            stubs = {**self.stubs, **{s.start: (s.stub,) for s in segs if s.stub is not None}}
+            # The tokens of `render(messages[cut:], drop, stubs)` (shifted to the cut): what is
+            # kept from the cut on, and the stubs standing in it.
+            refill = sum(counts[i] for i in range(cut, n) if i not in drop)
+            refill += sum(message_tokens(m) for i, ms in stubs.items() if cut <= i < n for m in ms)
+            if batch.head_refill_tokens is not None:  # the tools change: everything is sent again
+                refill += batch.head_refill_tokens + sum(counts[i] for i in range(cut) if i not in self.drop)
+            # The floor is for segment rules (a small retired bundle is the likeliest to be
+            # needed back); a finished task nothing names goes on the gate's economics alone.
+            whole_tasks = all(not s.reasons for s in segs)
+            risk = 0.0
+            if self.config.recall_risk:
+                # A bundle a rule retired may be wanted back (a task the estimator closed is
+                # revived by name instead): each is priced as a recall, times how often one was.
+                prompt = sum(counts[i] for i in range(n) if i not in drop)
+                prompt += sum(message_tokens(m) for ms in stubs.values() for m in ms)
+                prompt += batch.head_refill_tokens or 0
+                bundles = [
+                    sum(counts[i] for i in range(s.start, s.end)) // len(s.reasons)
+                    for s in segs
+                    if s.reasons
+                    for _ in s.reasons
+                ]
+                risk = recall_risk_usd(
+                    bundles, prompt, self.config.recall_risk, self.config.prices, self.config.cache_profile
+                )
+            decision = should_evict(
+                gross - stub_tokens,
+                refill,
+                calls,
+                self.config.prices,
+                self.config.cache_profile,
+                0 if whole_tasks else self.config.min_evict_tokens,
+                risk,
+            )
+            if first is None:
+                first = (decision, cut)
+            net = decision.saving_usd - decision.cost_usd
+            if decision.evict and (best is None or net > best[0]):
+                best = (net, decision, cut)
+        assert first is not None
+        return (best[1], best[2]) if best is not None else first
+
+
+def _content_ids(texts: dict[str, str]) -> Callable[[str], str]:
+    """An archive that only names: each text's content id, the text kept in `texts`."""
+
+    def name(text: str) -> str:
+        aid = artifact_id_for(text)
+        texts.setdefault(aid, text)
+        return aid
+
+    return name
+
+
+GATE_DECISIONS_KEPT = 32
+"""The cost gate's latest decisions kept in the stats (and the saved state): enough to
+explain the recent evictions, bounded so a long session's state does not grow with it."""
+
+
+def remember_decision(decisions: list[dict[str, Any]], decision: dict[str, Any]) -> None:
+    # Sealed: never changed once made, so each save's journal reuses what it cut it into.
+    decisions.append(Sealed(decision))
+    del decisions[:-GATE_DECISIONS_KEPT]
