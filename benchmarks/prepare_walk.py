@@ -1,6 +1,7 @@
 """The way one `TokenPilot.prepare` call walks through the core's rooms (issue #40).
 
-Runs the built-in workload's first session through the default facade, and traces the
+Runs the built-in workload's first session through the default facade (its estimator
+inline, for a walk that is the same at every run), and traces the
 last call (a steady-state call: history matched, one new tool output ingested, a plan
 read). The walk is the call tree of that `prepare` with each function expanded the first
 time it is called (later calls of a function already walked add nothing: the walk is the
@@ -24,13 +25,16 @@ layout's walk can be compared with an earlier one's:
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
+import tempfile
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import tokenpilot
 from tokenpilot import TokenPilot
+from tokenpilot.lifecycle import LifecycleConfig
 from tokenpilot.measure.workload import generate
 
 CORE = Path(tokenpilot.__file__).resolve().parent
@@ -95,20 +99,28 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--by", choices=("module", "room"), default="room")
     ap.add_argument("--show", action="store_true", help="print the walk itself")
+    ap.add_argument("--call", type=int, default=-1, help="which call of the session to trace (default: the last)")
     args = ap.parse_args(argv)
 
     session = generate(seed=0, sessions=1, tasks_per_session=3)[0]
-    tp = TokenPilot()
-    calls = session.calls
+    # the default facade, its estimator run inline (as the bench's replays do) so that every
+    # run walks the same way; in the background its thread would race the traced call
+    # and a store of its own, empty: what an earlier run stored must not change this one's way
+    store = tempfile.mkdtemp(prefix="tokenpilot-walk-")
+    tp = TokenPilot(store=store, lifecycle=LifecycleConfig(schedule="inline"))
+    calls = session.calls[: args.call % len(session.calls) + 1]
     for call in calls[:-1]:
         tp.prepare(session.messages[: call.end], session.tools, session_id=session.id)
     last = session.messages[: calls[-1].end]
     walk = Walk(args.by)
+    gc.collect()
+    gc.disable()  # a finaliser run by the collector mid-call would walk too, at random
     sys.setprofile(walk)
     try:
         tp.prepare(last, session.tools, session_id=session.id)
     finally:
         sys.setprofile(None)
+        gc.enable()
     stays = len(walk.rooms)
     entered = len(set(walk.rooms))
     print(
