@@ -28,8 +28,9 @@ from .estimator import Estimator, LLMEstimator, OfflineEstimator
 from .history.render import Rendered, break_cause, first_difference, render_call
 from .history.session import Session, msg_tokens
 from .history.session_state import load_session, session_to_dict
-from .history.sync import History, Taken, bulky
+from .history.sync import History, bulky
 from .history.system_prompt import SystemPrompts
+from .history.take import Taken, take_in
 from .ingest.gate import Pipeline
 from .ingest.stabilize import merge_tools, stabilize_text
 from .lifecycle.schedule import Lifecycle, LifecycleConfig
@@ -243,7 +244,7 @@ class TokenPilot:
 
         The stages of a call, each one room's work, each handing the next a value
         (docs/ARCHITECTURE.md): validate (`messages`) -> split and take in what is new
-        (`history.sync.History.take`, ingesting through `ingest`) -> plan and render
+        (`history.take.take_in`, ingesting through `ingest`) -> plan and render
         (`history.render.render_call`, with the `lifecycle`'s plan) -> tools
         (`ingest.stabilize.merge_tools`) -> record (keys, prefix break, stats)."""
         cfg = self.config
@@ -251,7 +252,7 @@ class TokenPilot:
         session = self.session(session_id or self.derive_session_id(messages))
         with session.lock:
             warnings: list[str] = []
-            taken = self.history.take(session, messages, self.system_prompts, warnings)
+            taken = take_in(self.history, session, messages, self.system_prompts, warnings)
             rendered = render_call(session, taken, cfg, self.system_prompts)
             self._merge_tools(session, tools, taken, rendered)
             return self._record(session, messages, taken, rendered, warnings)

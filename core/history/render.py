@@ -17,8 +17,9 @@ from ..config import Config
 from ..ingest.stabilize import values_block
 from ..messages.compaction import ENDED_CAUSE, SHOWN_CAUSE
 from .session import Entry, Session
-from .sync import Taken, call_ids
+from .sync import call_ids
 from .system_prompt import TAIL_TITLE, SystemPrompts
+from .take import Taken
 
 log = logging.getLogger("tokenpilot")
 

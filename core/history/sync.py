@@ -1,10 +1,8 @@
 """A session's history kept in step with the caller's: which leading messages are
 already ingested (`match`), where the caller rewrote it (`truncate`), messages to
 ingest again once the store takes their originals (`retry_unstored`), and ingestion of
-new messages (`ingest_new`: reduced once, frozen; I7). `take` is `prepare`'s second
-stage, all of these in their order, handing the render stage a `Taken`. Also one tool
-output reduced on its own (`reduce_output`, for hosts that cut outputs before they are
-stored).
+new messages (`ingest_new`: reduced once, frozen; I7). Also one tool output reduced on
+its own (`reduce_output`, for hosts that cut outputs before they are stored).
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import canonical_json, sha256_hex
@@ -32,8 +29,7 @@ from ..ingest.gate import (
 from ..ingest.reshown import ShownLines, shown_label
 from ..ingest.stabilize import tool_name
 from ..ingest.unstored import store_reason, unstored_form
-from ..messages.compaction import is_compaction_request
-from ..messages.limits import check_depth, nesting_exceeds
+from ..messages.limits import nesting_exceeds
 from ..messages.model import check_message
 from ..messages.observations import OBSERVATION_TOOL, is_observation
 from ..passes.truncate import tool_family
@@ -41,26 +37,10 @@ from ..pricing import Prices
 from ..store.protocol import Artifacts
 from .fingerprint import keep, keep_calls, same, same_calls
 from .session import Entry, Session, msg_tokens
-from .system_prompt import SystemPrompts
 
 log = logging.getLogger("tokenpilot")
 
 _CHARS_PER_TOKEN = 4  # to weigh a token price against a reduction measured in chars
-
-
-@dataclass(frozen=True, slots=True)
-class Taken:
-    """What taking in a call's messages did, for the stages after it."""
-
-    history: list[Any]  # the caller's messages after its system prompt
-    start: int  # the first of them ingested by this call (earlier ones render from their frozen form)
-    rewritten: bool  # the caller changed messages ingested before
-    recovered: bool  # messages the store refused before were ingested again
-    reduced: int  # new messages whose content was reduced
-    malformed: int  # new messages that passed through capped
-    stored: list[str]  # artifact ids stored by this call
-    unstored: int  # messages in the session still waiting for the store
-    whole: bool  # the caller asks for a summary of everything: render with nothing evicted
 
 
 class History:
@@ -71,35 +51,6 @@ class History:
         self.config = config
         self.pipeline = pipeline
         self.store = store
-
-    def take(self, s: Session, messages: list[Any], system: SystemPrompts, warnings: list[str]) -> Taken:
-        """Split off the system prompt and take in what is new: match the history against
-        the session's, check each new message's nesting (before any state changes), update
-        the system prompt, forget what the caller rewrote, retry what the store refused,
-        ingest the rest."""
-        cfg = self.config
-        k = system.leading(messages)
-        history = messages[k:]
-        n = self.hold_elisions(s, history, self.match(s, history))
-        for i in range(n, len(history)):  # refuse before any state changes; older ones passed
-            check_depth(history[i], cfg.max_depth, k + i)
-        system.update(s, messages[:k], warnings)
-        rewritten = n < len(s.entries)
-        if rewritten:
-            self.truncate(s, n)
-        store_errors: list[OSError] = []
-        n, before = self.retry_unstored(s, n, store_errors)
-        stored: list[str] = []
-        reduced, malformed = self.ingest_new(s, history, n, k, stored, store_errors, warnings)
-        unstored = sum(1 for e in s.entries if e.unstored is not None)
-        if store_errors:
-            warnings.append(
-                f"artifact store write failed ({store_errors[0]}): {unstored} message(s) sent without "
-                f"reduction, tool outputs over {cfg.hard_limit_chars:,} chars cut with no recall handle; "
-                "retried at the next call"
-            )
-        whole = is_compaction_request(history, cfg.compaction_markers)
-        return Taken(history, n, rewritten, bool(before), reduced, malformed, stored, unstored, whole)
 
     def ingest_new(
         self,
