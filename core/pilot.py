@@ -24,21 +24,18 @@ from typing import Any
 
 from ._canonical import canonical_json, sha256_hex
 from .config import Config
-from .errors import MessageError
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
-from .history.render import break_cause, first_difference, render_history
+from .history.render import Rendered, break_cause, first_difference, render_call
 from .history.session import Session, msg_tokens
 from .history.session_state import load_session, session_to_dict
 from .history.sync import History, bulky
-from .history.system_prompt import TAIL_TITLE, SystemPrompts
-from .ingest.gate import (
-    Pipeline,
-)
-from .ingest.stabilize import merge_tools, stabilize_text, values_block
+from .history.system_prompt import SystemPrompts
+from .history.take import Taken, take_in
+from .ingest.gate import Pipeline
+from .ingest.stabilize import merge_tools, stabilize_text
 from .lifecycle.schedule import Lifecycle, LifecycleConfig
-from .messages.compaction import is_compaction_request
-from .messages.limits import check_count, check_depth
-from .messages.model import check_tools, content_text, to_anthropic
+from .messages.limits import check_depth, check_request
+from .messages.model import content_text, to_anthropic
 from .recall.tool import answer_recall_call, recall_in_session, resolve_session
 from .store.archive import SessionArchive
 from .store.artifacts import RecallResult
@@ -243,75 +240,56 @@ class TokenPilot:
         *,
         session_id: str | None = None,
     ) -> Prepared:
-        """Render the managed request for this history. Never mutates its input."""
-        if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
-            raise MessageError(None, f"expected a list of messages, got {type(messages).__name__}")
-        check_count(messages, self.config.max_messages)
-        if tools is not None:
-            if not isinstance(tools, list | tuple):
-                raise MessageError(None, f"'tools' must be a list, got {type(tools).__name__}")
-            for j, t in enumerate(tools):
-                check_depth(t, self.config.max_depth, None, f"tools[{j}]")
-        check_tools(list(tools) if tools is not None else None)
-        sid = session_id or self.derive_session_id(messages)
-        session = self.session(sid)
-        with session.lock:
-            return self._prepare(session, list(messages), tools)
+        """Render the managed request for this history. Never mutates its input.
 
-    def _prepare(
-        self, s: Session, messages: list[Any], tools: Sequence[Mapping[str, Any]] | None
-    ) -> Prepared:
+        The stages of a call, each one room's work, each handing the next a value
+        (docs/ARCHITECTURE.md): validate (`messages`) -> split and take in what is new
+        (`history.take.take_in`, ingesting through `ingest`) -> plan and render
+        (`history.render.render_call`, with the `lifecycle`'s plan) -> tools
+        (`ingest.stabilize.merge_tools`) -> record (keys, prefix break, stats)."""
         cfg = self.config
-        warnings: list[str] = []
-        k = self.system_prompts.leading(messages)
-        history = messages[k:]
-        n = self.history.hold_elisions(s, history, self.history.match(s, history))
-        for i in range(n, len(history)):  # refuse before any state changes; older ones passed
-            check_depth(history[i], cfg.max_depth, k + i)
-        self.system_prompts.update(s, messages[:k], warnings)
-        rewritten = n < len(s.entries)
-        if rewritten:
-            self.history.truncate(s, n)
-        store_errors: list[OSError] = []
-        n, before = self.history.retry_unstored(s, n, store_errors)
-        stored: list[str] = []
-        reduced, malformed = self.history.ingest_new(s, history, n, k, stored, store_errors, warnings)
-        unstored = sum(1 for e in s.entries if e.unstored is not None)
-        if store_errors:
-            warnings.append(
-                f"artifact store write failed ({store_errors[0]}): {unstored} message(s) sent without "
-                f"reduction, tool outputs over {cfg.hard_limit_chars:,} chars cut with no recall handle; "
-                "retried at the next call"
-            )
+        messages = check_request(messages, tools, cfg.max_messages, cfg.max_depth)
+        session = self.session(session_id or self.derive_session_id(messages))
+        with session.lock:
+            warnings: list[str] = []
+            taken = take_in(self.history, session, messages, self.system_prompts, warnings)
+            rendered = render_call(session, taken, cfg, self.system_prompts)
+            self._merge_tools(session, tools, taken, rendered)
+            return self._record(session, messages, taken, rendered, warnings)
 
-        whole = is_compaction_request(history, cfg.compaction_markers)
-        rendered, keys, evicted = render_history(s, history, cfg, whole=whole)
-        # Tools after ingestion: `recall_artifact` may join on the first call with an artifact.
+    def _merge_tools(
+        self, s: Session, tools: Sequence[Mapping[str, Any]] | None, taken: Taken, rendered: Rendered
+    ) -> None:
+        """The caller's tools in canonical form; `recall_artifact` joins on the first call
+        with something to recall (an artifact, an eviction), or at once where the tools say
+        their outputs run large (`recall_tool_from="auto"`)."""
+        cfg = self.config
         if s.calls_prepared == 0 and cfg.recall_tool_from == "auto" and not s.recallable:
             s.recallable = bulky(list(tools or ()))
-        s.recallable = s.recallable or bool(stored) or bool(evicted)
+        s.recallable = s.recallable or bool(taken.stored) or bool(rendered.evicted)
         recall = cfg.register_recall_tool and (cfg.recall_tool_from == "first_call" or s.recallable)
         s.tools, tools_changed = merge_tools(s.tools, tools, include_recall=recall)
         if tools_changed:
             s.tools_version += 1
             s.tools_tokens = count_tokens(canonical_json(s.tools))
-        out = list(s.system.rendered) + rendered
-        tail_start = len(out)
-        tail_values = self.system_prompts.tail_values(s)
-        if tail_values:
-            out.append({"role": cfg.tail_role, "content": values_block(tail_values, title=TAIL_TITLE)})
 
-        keys = [s.system.version, s.tools_version, *keys]
+    def _record(
+        self, s: Session, messages: list[Any], taken: Taken, rendered: Rendered, warnings: list[str]
+    ) -> Prepared:
+        """What this call sent, for the next one (its keys: does the next request extend this
+        one?) and for the caller (`PrepareStats`)."""
+        keys = [s.system.version, s.tools_version, *rendered.keys]
         cause, break_at = None, None
         if s.last_keys and keys[: len(s.last_keys)] != s.last_keys:
-            cause = break_cause(s, keys, rewritten, recovered=bool(before), whole=whole)
+            cause = break_cause(s, keys, taken.rewritten, recovered=taken.recovered, whole=taken.whole)
             break_at = first_difference(s.last_keys, keys, len(s.system.rendered))
             s.prefix_breaks += 1
         s.last_keys = keys
         s.last_plan_version = s.plan_version
-        s.last_whole = whole
+        s.last_whole = taken.whole
         s.calls_prepared += 1
 
+        out, evicted = rendered.messages, rendered.evicted
         raw_tokens = s.system.tokens + s.tools_tokens + sum(e.raw_tokens for e in s.entries)
         tokens = (
             s.system.tokens
@@ -320,30 +298,26 @@ class TokenPilot:
             + sum(msg_tokens(m) for _, m in s.updates)
             + (s.moved.extra_tokens(s.entries, msg_tokens) if evicted else 0)
         )
-        if tail_values:
+        if rendered.tail_start < len(out):
             tokens += msg_tokens(out[-1])
         stats = PrepareStats(
             session_id=s.id,
             messages_in=len(messages),
             messages_out=len(out),
-            ingested=len(history) - n,
-            reduced=reduced,
+            ingested=len(taken.history) - taken.start,
+            reduced=taken.reduced,
             raw_tokens=raw_tokens,
             tokens=tokens,
             prefix_break=cause,
             prefix_break_at=break_at,
             prefix_breaks=s.prefix_breaks,
             evicted_messages=len(evicted),
-            artifacts=tuple(stored),
-            malformed=malformed,
+            artifacts=tuple(taken.stored),
+            malformed=taken.malformed,
             warnings=tuple(warnings),
-            unstored=unstored,
+            unstored=taken.unstored,
         )
-        return Prepared(out, [dict(t) for t in s.tools], stats, s.id, tail_start)
-
-    # -- history --------------------------------------------------------------
-
-    # -- system prompt ----------------------------------------------------------
+        return Prepared(out, [dict(t) for t in s.tools], stats, s.id, rendered.tail_start)
 
     # -- lifecycle driven by the host (schedule="manual") --------------------------
     def estimator_due(self, session_id: str) -> bool:

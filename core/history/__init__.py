@@ -1,7 +1,7 @@
 """A session's history kept in step with the caller's (`sync`): which messages are new, how
 a resent one is recognised (`fingerprint`, `raw_memo`), what is kept of each (`session`),
-the system prompt's split (`system_prompt`), rendering the history for one call (`render`)
-and the session's state as JSON (`session_state`).
+the system prompt's split (`system_prompt`), `prepare`'s take-in stage (`take`), rendering
+the history for one call (`render`) and the session's state as JSON (`session_state`).
 
 Imports the foundation, `config`, `messages`, `ingest` and `store`.
 """
@@ -14,6 +14,10 @@ OFFERS = {
     "History": "sync",
     "Session": "session",
     "SystemPrompts": "system_prompt",
+    "take_in": "take",
+    "Taken": "take",
+    "render_call": "render",
+    "Rendered": "render",
     "render_history": "render",
     "first_difference": "render",
     "break_cause": "render",

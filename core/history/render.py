@@ -1,4 +1,5 @@
-"""Rendering a session's history for one call: each entry's frozen form (with the
+"""Rendering a session's history for one call (`render_call`, `prepare`'s third stage): each
+entry's frozen form (with the
 caller's current tool-call ids), system-update notes, eviction stubs in place of what
 the lifecycle's plan drops; and the render keys that tell, at the next call, whether
 the request still extends this one (I1) and, where not, why and from where.
@@ -8,15 +9,41 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import canonical_json, sha256_hex
 from ..config import Config
+from ..ingest.stabilize import values_block
 from ..messages.compaction import ENDED_CAUSE, SHOWN_CAUSE
 from .session import Entry, Session
 from .sync import call_ids
+from .system_prompt import TAIL_TITLE, SystemPrompts
+from .take import Taken
 
 log = logging.getLogger("tokenpilot")
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """One call's messages as sent, and what the record stage reads of them."""
+
+    messages: list[Any]  # the system prompt, the history, the per-call tail
+    keys: list[str]  # one render key per history message: what a prefix break is read from
+    evicted: set[int]  # entries the lifecycle's plan took out of view
+    tail_start: int  # where the per-call tail starts (== len(messages) when there is none)
+
+
+def render_call(s: Session, taken: Taken, cfg: Config, system: SystemPrompts) -> Rendered:
+    """`prepare`'s third stage: the lifecycle observes the history and plans (unless the
+    caller asks for a summary of everything), and the session renders as this call sends it."""
+    history, keys, evicted = render_history(s, taken.history, cfg, whole=taken.whole)
+    out = list(s.system.rendered) + history
+    tail_start = len(out)
+    tail_values = system.tail_values(s)
+    if tail_values:
+        out.append({"role": cfg.tail_role, "content": values_block(tail_values, title=TAIL_TITLE)})
+    return Rendered(out, keys, evicted, tail_start)
 
 
 def render_history(

@@ -20,6 +20,7 @@ OFFERS = {
     "tool_name": "model",
     "from_anthropic": "model",
     "to_anthropic": "model",
+    "check_request": "limits",
     "check_count": "limits",
     "check_depth": "limits",
     "nesting_exceeds": "limits",

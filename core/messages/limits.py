@@ -9,10 +9,28 @@ The depth check is iterative, so it cannot overflow the stack itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import MessageError
+from .model import check_tools
+
+
+def check_request(messages: Any, tools: Any, max_messages: int, max_depth: int) -> list[Any]:
+    """The first stage of `prepare`: the request's shape (the list, its length, the tools'
+    nesting and schemas), checked before any session state changes; the messages as a list.
+    Each message's own nesting is checked where it is new (`History.take`): an old one
+    passed when it was."""
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise MessageError(None, f"expected a list of messages, got {type(messages).__name__}")
+    check_count(messages, max_messages)
+    if tools is not None:
+        if not isinstance(tools, list | tuple):
+            raise MessageError(None, f"'tools' must be a list, got {type(tools).__name__}")
+        for j, t in enumerate(tools):
+            check_depth(t, max_depth, None, f"tools[{j}]")
+    check_tools(list(tools) if tools is not None else None)
+    return list(messages)
 
 
 def check_count(messages: Any, limit: int) -> None:
