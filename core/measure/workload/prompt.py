@@ -1,4 +1,4 @@
-"""The workload's OpenClaw-style system prompt and tool list (our own text, in OpenClaw's layout).
+"""The workload's OpenClaw-style system prompt (our own text, in OpenClaw's layout).
 
 The prompt is split by `<!-- openclaw:attempt:STABLE -->` / `<!-- openclaw:attempt:DYNAMIC -->`
 as OpenClaw's is. STABLE holds guidance, skills with absolute paths, and the workspace

@@ -2,7 +2,8 @@
 
 `TOOLS` holds the thirteen function schemas sent with every request (OpenClaw's
 first-class tools, in our own words); `DEFERRED` lists the tools reachable only through
-tool_search, as name and one-line description. Data only, apart from the prompt's text.
+tool_search, as name and one-line description. Data only: `prompt.py` lists both in
+the STABLE part, and every session the builder makes carries `TOOLS` as its tool list.
 """
 
 from __future__ import annotations

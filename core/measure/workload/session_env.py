@@ -1,8 +1,8 @@
 """Who and where a workload session runs (`Env`), in a module of its own.
 
-The prompt, the tool list's neighbours (skills, workspace files) and the session
-builder all read these values; keeping the dataclass apart lets each of them import
-it without importing the others.
+The prompt, the skills, the workspace files and the session builder all read these
+values; keeping the dataclass apart lets each of them import it without importing
+the others.
 """
 
 from __future__ import annotations
