@@ -11,19 +11,29 @@ session, so one simulator shared by many sessions models cross-session warm star
 Token counts are ours (offline tokenizer). `scale` converts them to the provider's
 tokens for one call (its recorded prompt over our count), before minimum and
 granularity apply, so simulated numbers are comparable with recorded ones.
+
+Segments and their token counts live in `cache_segments.py`, the wording of a miss's
+cause in `cache_diagnosis.py`; their public names are re-exported here.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from tokenpilot._canonical import canonical_json, sha256_hex
 from tokenpilot.tokens import count_tokens
+
+from .cache_diagnosis import common_chars, describe
+from .cache_diagnosis import excerpt as excerpt  # re-exported: cachesim's public face
+from .cache_segments import Segment as Segment  # re-exported, and used by the simulator
+from .cache_segments import message_segments as message_segments
+from .cache_segments import prefix_segments as prefix_segments
+from .cache_segments import request_segments as request_segments
+from .cache_segments import segment_tokens as segment_tokens
+from .cache_segments import segments_tokens as segments_tokens
+from .cache_segments import tools_segment as tools_segment
 
 # -- profiles ----------------------------------------------------------------------------
 
@@ -70,119 +80,10 @@ def get_profile(profile: str | Profile) -> Profile:
         raise ConfigError(f"unknown cache profile {profile!r}; known: {', '.join(PROFILES)}") from None
 
 
-# -- segments ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """One ordered piece of a request. `tokens` fixes the count (synthetic segments).
-
-    `breakpoint` marks an explicit cache breakpoint after this segment (Anthropic
-    `cache_control`); `parts` lists item texts (one per tool) so a miss can say
-    "order changed" rather than show an excerpt.
-    """
-
-    label: str
-    text: str
-    tokens: int | None = None
-    breakpoint: bool = False
-    parts: tuple[str, ...] = ()
-    key: str = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        key = sha256_hex(self.text)
-        if self.tokens is not None:
-            key = f"{key}:{self.tokens}"
-        object.__setattr__(self, "key", key)
-
-    @classmethod
-    def synthetic(cls, label: str, tokens: int, ident: str = "", breakpoint: bool = False) -> Segment:
-        """A fixed-size stand-in for content the record does not hold (a hidden prefix)."""
-        return cls(label, f"<{label}: {tokens} tokens{' ' + ident if ident else ''}>", tokens, breakpoint)
-
-
-_TOKENS: dict[str, int] = {}
-_TOKENS_MAX = 1_000_000  # distinct segments remembered; a long-running process starts over past it
-
-
-def segment_tokens(seg: Segment) -> int:
-    """Tokens in a segment, counted once per distinct text (memoised by content hash)."""
-    if seg.tokens is not None:
-        return seg.tokens
-    n = _TOKENS.get(seg.key)
-    if n is None:
-        if len(_TOKENS) >= _TOKENS_MAX:
-            _TOKENS.clear()
-        n = _TOKENS[seg.key] = count_tokens(seg.text)
-    return n
-
-
-def segments_tokens(segments: Iterable[Segment]) -> int:
-    return sum(segment_tokens(s) for s in segments)
-
-
 def _sizes(segments: Sequence[Segment], sizes: Mapping[str, float] | None) -> list[float]:
     if not sizes:
         return [segment_tokens(s) for s in segments]
     return [sizes.get(s.key, segment_tokens(s)) for s in segments]
-
-
-def message_segments(msg: dict[str, Any], index: int, *, breakpoint: bool = False) -> list[Segment]:
-    """A message as one segment (canonical JSON), plus one for its tool calls if any.
-
-    A system message at index 0 is its raw text, labelled `system`, so that a miss
-    excerpt reads like the prompt ("Current date: …") rather than escaped JSON.
-    """
-    if index == 0 and msg.get("role") in ("system", "developer") and isinstance(msg.get("content"), str):
-        return [Segment("system", msg["content"], breakpoint=breakpoint)]
-    body = {k: v for k, v in msg.items() if k != "tool_calls"}
-    segs = [Segment(f"messages[{index}].content", canonical_json(body))]
-    if msg.get("tool_calls"):
-        segs.append(Segment(f"messages[{index}].tool_calls", canonical_json(msg["tool_calls"])))
-    return segs
-
-
-def tools_segment(tools: Sequence[dict[str, Any]], *, breakpoint: bool = False) -> Segment:
-    parts = tuple(canonical_json(t) for t in tools)
-    return Segment("tools", "[" + ",".join(parts) + "]", breakpoint=breakpoint, parts=parts)
-
-
-def prefix_segments(
-    tools: Sequence[dict[str, Any]] | None = None,
-    *,
-    hidden_prefix_tokens: int = 0,
-    hidden_id: str = "",
-    breakpoint: bool = True,
-) -> list[Segment]:
-    """What precedes the messages: the hidden prefix (synthetic), then the tool schemas."""
-    segs: list[Segment] = []
-    if hidden_prefix_tokens > 0:
-        segs.append(Segment.synthetic("hidden prefix", hidden_prefix_tokens, hidden_id, breakpoint))
-    if tools:
-        segs.append(tools_segment(tools, breakpoint=breakpoint))
-    return segs
-
-
-def request_segments(
-    messages: Sequence[dict[str, Any]],
-    tools: Sequence[dict[str, Any]] | None = None,
-    *,
-    hidden_prefix_tokens: int = 0,
-    hidden_id: str = "",
-    system_breakpoint: bool = True,
-) -> list[Segment]:
-    """A request in Anthropic's (and OpenAI's) cache order: hidden prefix, tools, system, messages.
-
-    `hidden_prefix_tokens` models prompt content the record lacks as a fixed synthetic
-    first segment; `system_breakpoint` marks the hidden prefix, tools and system
-    message as cache breakpoints, as Claude Code and litellm's caching do.
-    """
-    segs = prefix_segments(
-        tools, hidden_prefix_tokens=hidden_prefix_tokens, hidden_id=hidden_id, breakpoint=system_breakpoint
-    )
-    for i, msg in enumerate(messages):
-        segs.extend(message_segments(msg, i, breakpoint=system_breakpoint))
-    return segs
 
 
 # -- results -----------------------------------------------------------------------------
@@ -385,14 +286,14 @@ class CacheSimulator:
             return 0, None
         best, best_pos = None, -1
         for child in alive:
-            pos = _common_chars(seg, child.seg)
+            pos = common_chars(seg, child.seg)
             if pos > best_pos:
                 best, best_pos = child, pos
         assert best is not None and best.seg is not None
         shared = 0
         if best_pos > 0:
             shared = min(count_tokens(seg.text[:best_pos]), max(0, segment_tokens(seg) - 1))
-        return shared, _describe(seg, best.seg, best_pos)
+        return shared, describe(seg, best.seg, best_pos)
 
     def _breakpoint_hit(self, path: list[_Node], segments: Sequence[Segment]) -> tuple[int, int | None]:
         """Longest written breakpoint on the matched path within lookback of a breakpoint here."""
@@ -458,73 +359,3 @@ class CacheSimulator:
             self._drop(leaf)
             if parent.parent is not None and not parent.children:
                 heapq.heappush(heap, (parent.last_used, parent.uid, parent))
-
-
-# -- diagnosis -----------------------------------------------------------------------------
-
-
-def _common_chars(a: Segment, b: Segment | None) -> int:
-    """Length of the common character prefix (0 for synthetic segments: content unknown)."""
-    if b is None or a.tokens is not None or b.tokens is not None:
-        return 0
-    x, y = a.text, b.text
-    if not x or not y or x[0] != y[0]:
-        return 0
-    lo, hi = 0, min(len(x), len(y))
-    while lo < hi:  # binary search on slice equality: C-speed compares
-        mid = (lo + hi + 1) // 2
-        if x[:mid] == y[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _describe(new: Segment, old: Segment, pos: int) -> str:
-    """`label: "changed text"`, or what happened to a list of items (tools)."""
-    if new.parts and old.parts:
-        if sorted(new.parts) == sorted(old.parts):
-            return f"{new.label}: order changed"
-        added = [_item_name(p) for p in new.parts if p not in old.parts]
-        removed = [_item_name(p) for p in old.parts if p not in new.parts]
-        bits = []
-        if added:
-            bits.append("added " + ", ".join(added))
-        if removed:
-            bits.append("removed " + ", ".join(removed))
-        return f"{new.label}: {'; '.join(bits)}"
-    if new.tokens is not None or old.tokens is not None:
-        return f"{new.label}: changed"
-    return f'{new.label}: "{excerpt(new.text, pos)}"'
-
-
-def _item_name(part: str) -> str:
-    try:
-        obj = json.loads(part)
-        fn = obj.get("function") if isinstance(obj.get("function"), dict) else obj
-        return str(fn.get("name") or part[:24])
-    except (ValueError, AttributeError):
-        return part[:24]
-
-
-_JSON_CONTENT = '{"content":"'
-
-
-def excerpt(text: str, pos: int, width: int = 60) -> str:
-    """The line of `text` around `pos` (JSON-escaped newlines count as line breaks)."""
-    nl = text.rfind("\n", 0, pos)
-    esc = text.rfind("\\n", 0, pos)
-    start = max(nl + 1 if nl >= 0 else 0, esc + 2 if esc >= 0 else 0)
-    if start == 0 and text.startswith(_JSON_CONTENT) and pos >= len(_JSON_CONTENT):
-        start = len(_JSON_CONTENT)  # a message segment: show its content, not the JSON wrapper
-    lead = ""
-    if pos - start > 40:
-        start, lead = pos - 20, "…"
-    ends = [i for i in (text.find("\n", pos), text.find("\\n", pos)) if i >= 0]
-    end = min([start + width, *ends]) if ends else min(len(text), start + width)
-    end = max(end, min(len(text), pos + 1))
-    trail = "…" if end < len(text) and end == start + width else ""
-    body = text[start:end]
-    if start >= len(_JSON_CONTENT) and text.startswith(_JSON_CONTENT) and '","role":"' in body:
-        body, trail = body.split('","role":"', 1)[0], ""
-    return lead + body.strip() + trail

@@ -43,14 +43,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from tokenpilot.measure.cachesim import (
-    CacheSimulator,
-    Segment,
-    get_profile,
-    message_segments,
-    prefix_segments,
-    segment_tokens,
-)
+from tokenpilot.measure.cache_segments import Segment, message_segments, prefix_segments, segment_tokens
+from tokenpilot.measure.cachesim import CacheSimulator, get_profile
 from tokenpilot.measure.traces.model import Session, Usage
 
 TOLERANCE = 0.05

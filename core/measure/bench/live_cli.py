@@ -9,7 +9,10 @@ from typing import Any
 
 from ...pricing import Prices
 from ..workload.live import generate_live
-from .live import LiveClient, LiveError, SlotSimulator, fmt_count, live_replay, summary_table
+from .live import live_replay
+from .live_client import LiveClient, LiveError
+from .live_results import fmt_count, summary_table
+from .live_slot import SlotSimulator
 from .local_engine import LocalEngine
 
 

@@ -25,7 +25,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .live import LiveClient, LiveError, SlotSimulator
+from .live_client import LiveClient, LiveError
+from .live_slot import SlotSimulator
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 N_CTX = 8192

@@ -42,7 +42,8 @@ from typing import Any, ClassVar
 
 from ...messages.observations import is_observation
 from ...pricing import Prices
-from ..cachesim import Profile, get_profile, message_segments, prefix_segments, segments_tokens
+from ..cache_segments import message_segments, prefix_segments, segments_tokens
+from ..cachesim import Profile, get_profile
 from ..traces.model import Session
 from .method import Message, Method, MethodSession, Rendered, Stateless
 from .retention import NeedIndex, Visibility

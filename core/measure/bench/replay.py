@@ -16,7 +16,8 @@ from typing import Any
 from ..._canonical import canonical_json, sha256_hex
 from ...pricing import Prices, cost
 from ...tokens import count_tokens
-from ..cachesim import CacheSimulator, Segment, get_profile, message_segments, prefix_segments
+from ..cache_segments import Segment, message_segments, prefix_segments
+from ..cachesim import CacheSimulator, get_profile
 from ..traces.model import RecordedCall, Session
 from .method import Method, MethodSession, Rendered, SideCall
 from .retention import NeedIndex, Visibility, recalled_identifiers

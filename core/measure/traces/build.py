@@ -425,7 +425,7 @@ def estimate_hidden_prefix(session: Session) -> int:
     Our count uses the same segments the cache simulator sees (canonical JSON per
     message), so hidden prefix + our count reproduces the first call's prompt exactly.
     """
-    from tokenpilot.measure.cachesim import request_segments, segments_tokens
+    from tokenpilot.measure.cache_segments import request_segments, segments_tokens
 
     first = next((c for c in session.calls if c.usage is not None and c.usage.prompt_tokens > 0), None)
     if first is None:

@@ -23,18 +23,12 @@ from typing import Any
 from tokenpilot.measure.traces.model import RecordedCall, Session
 
 from . import content as C
-from .prompt import (
-    TOOLS,
-    Env,
-    dynamic_part,
-    initial_memory,
-    memory_block,
-    runtime_line,
-    skill_md,
-    skill_path,
-    stable_prefix,
-)
+from .prompt import dynamic_part, memory_block, runtime_line, stable_prefix
+from .prompt_tools import TOOLS
 from .prose import Prose
+from .session_env import Env
+from .skills import skill_md, skill_path
+from .workspace_files import initial_memory
 
 FMT, SOURCE = "tokenpilot-workload", "builtin:default"
 MAX_STEPS = 8  # tool-call steps per task before its answer

@@ -19,7 +19,8 @@ from tokenpilot.measure.traces.model import Session
 from . import content as C
 from .builder import EPOCH_START, SessionBuilder
 from .devtools import grep, server_log
-from .prompt import DYNAMIC_CLOSE, DYNAMIC_OPEN, STABLE_CLOSE, STABLE_OPEN, TOOLS, runtime_line
+from .prompt import DYNAMIC_CLOSE, DYNAMIC_OPEN, STABLE_CLOSE, STABLE_OPEN, runtime_line
+from .prompt_tools import TOOLS
 from .tasks import TOPICS
 
 SOURCE = "builtin:live"
