@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--by", choices=("module", "room"), default="room")
     ap.add_argument("--show", action="store_true", help="print the walk itself")
-    ap.add_argument("--call", type=int, default=-1, help="which call of the session to trace (default: the last)")
+    ap.add_argument(
+        "--call", type=int, default=-1, help="which call of the session to trace (default: the last)"
+    )
     args = ap.parse_args(argv)
 
     session = generate(seed=0, sessions=1, tasks_per_session=3)[0]
