@@ -113,10 +113,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
             on_call=lambda: progress.advance(task),
             determinism=determinism,
         )
+    from .tokens import fallback_note
+
+    note = fallback_note()
     print_table(
         results,
         console,
-        title=f"tokenpilot bench — prices $/M hit {prices.hit} miss {prices.miss} out {prices.output}",
+        title=f"tokenpilot bench — prices $/M hit {prices.hit} miss {prices.miss} out {prices.output}"
+        + (f"\n{note}" if note else ""),
         wide=args.wide,
         legend=True,
     )

@@ -382,11 +382,13 @@ class TokenPilot:
 
         The model wrote the arguments: whatever they are (not JSON, nested 100k deep, ids
         that are not strings), the answer is a tool result saying what was wrong, never
-        an exception.
+        an exception. A whole original over `Config.hard_limit_chars` comes back as its
+        first part, with the range to ask for next.
         """
         return answer_recall_call(
             arguments,
             lambda aid, start, end, pattern: self.recall(aid, start, end, pattern, session_id=session_id),
+            max_chars=self.config.hard_limit_chars,  # no answer enters the context longer than an output may
         )
 
     # -- persistence -------------------------------------------------------------

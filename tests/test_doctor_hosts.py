@@ -176,6 +176,16 @@ async def test_doctor_for_codex_reads_its_provider_block(proxy, tmp_path, capsys
     assert url is None and "built-in OpenAI provider" in found[-1].detail
 
 
+def test_doctor_for_codex_not_enabled_says_so_in_words(tmp_path):
+    """A config.toml with no model_provider: not `None has no [model_providers.None] block`."""
+    home = tmp_path / "codex"
+    home.mkdir()
+    (home / "config.toml").write_text('model = "gpt-5.4-mini"\n')
+    found, url = check_codex(home)
+    assert url is None and found[-1].status == "FAIL"
+    assert "None" not in found[-1].detail and "tokenpilot enable codex" in found[-1].detail
+
+
 def test_codex_config_read_without_tomllib_too(tmp_path, monkeypatch):
     path = tmp_path / "config.toml"
     path.write_text(CODEX_BLOCK.format(url="http://127.0.0.1:8787", wire="responses") + "# note\n")

@@ -11,6 +11,7 @@ OpenClaw validates what `enable openclaw` wrote.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -304,3 +305,94 @@ def test_real_openclaw_validates_enable_and_disable_restores_its_config(home):
         assert tp("disable", "openclaw") == 0
     assert config.read_text() == original
     assert not config.with_name("openclaw.json.tokenpilot.bak").exists()
+
+
+# ---------------------------------------------------------------------------
+# Issue #41: disable keeps the user's later edits; enable refuses what could not run
+# ---------------------------------------------------------------------------
+def test_disable_keeps_what_the_user_added_to_codex_config_after_enable(home, capsys):
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(CODEX_TOML)
+    assert tp("enable", "codex", "--start", "launcher") == 0
+    edited = (
+        '# added later\napproval_policy = "never"\n'
+        + config.read_text()
+        + '\n[profiles.deep]\nmodel = "o5"\n'
+    )
+    config.write_text(edited)
+    assert tp("disable", "codex") == 0
+    assert "your later edits kept" in capsys.readouterr().out
+    want = '# added later\napproval_policy = "never"\n' + CODEX_TOML + '\n[profiles.deep]\nmodel = "o5"\n'
+    assert config.read_text() == want  # enable's provider out, the user's lines in
+    assert state_files(home) == {}
+
+
+def test_disable_keeps_what_the_user_added_to_claude_settings_after_enable(home):
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(CLAUDE_SETTINGS)
+    assert tp("enable", "claude-code", "--start", "launcher") == 0
+    data = json.loads(settings.read_text())
+    data["env"]["BAR"] = "baz"
+    data["permissions"]["allow"].append("Bash(git:*)")
+    settings.write_text(json.dumps(data, indent=2))
+    assert tp("disable", "claude-code") == 0
+    after = json.loads(settings.read_text())
+    assert after["env"] == {"FOO": "bar", "BAR": "baz"}
+    assert after["permissions"] == {"allow": ["Bash(ls:*)", "Bash(git:*)"]}
+    assert after["hooks"] == json.loads(CLAUDE_SETTINGS)["hooks"]  # ours gone, the user's kept
+
+
+def test_disable_changes_nothing_where_the_user_edited_enables_own_lines(home, capsys):
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(CODEX_TOML)
+    assert tp("enable", "codex", "--start", "launcher") == 0
+    edited = config.read_text().replace("http://127.0.0.1:8787/v1", "http://127.0.0.1:9999/v1")
+    config.write_text(edited)
+    kept = state_files(home)
+    assert tp("disable", "codex") == 1
+    err = capsys.readouterr().err
+    assert "nothing changed" in err and "+base_url" in err and "9999" in err  # the user's edit, shown
+    assert config.read_text() == edited and state_files(home) == kept
+
+
+def test_disable_removes_the_launchers_files(home):
+    assert tp("enable", "codex", "--start", "launcher") == 0
+    state = home / ".local" / "state" / "tokenpilot"
+    for suffix in (".log", ".lock", ".pid"):
+        (state / f"serve-codex{suffix}").write_text("12345678\n" if suffix == ".pid" else "x")
+    assert tp("disable", "codex") == 0
+    assert sorted(p.name for p in state.glob("serve-codex*")) == []
+
+
+def test_enable_refuses_without_the_proxy_extra_and_changes_nothing(home, capsys, monkeypatch):
+    from tokenpilot_proxy.hosts import enable
+
+    monkeypatch.setattr(enable, "PROXY_MODULES", ("aiohttp", "no_such_module_for_tokenpilot"))
+    assert tp("enable", "claude-code", "--start", "launcher") == 2
+    err = capsys.readouterr().err
+    assert "pip install 'tokenpilot[proxy]'" in err and "no_such_module_for_tokenpilot" in err
+    assert not (home / ".claude").exists() and state_files(home) == {}
+
+
+def test_enable_refuses_a_port_another_program_holds(home, capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert tp("enable", "codex", "--port", str(port), "--start", "launcher") == 2
+    assert f"port {port} is taken by another program" in capsys.readouterr().err
+    assert not (home / ".codex").exists()
+
+
+def test_doctor_names_the_missing_extra(home, monkeypatch):
+    from tokenpilot_proxy import doctor
+    from tokenpilot_proxy.hosts import enable
+
+    monkeypatch.setattr(enable, "PROXY_MODULES", ("no_such_module_for_tokenpilot",))
+    args = argparse.Namespace(claude_settings=None, codex_home=None, proxy_url=None)
+    checks = doctor.host_checks("codex", args)
+    (row,) = [c for c in checks if c.what == "proxy extra"]
+    assert row.status == "FAIL" and "pip install 'tokenpilot[proxy]'" in row.detail

@@ -198,6 +198,9 @@ def test_prefix_byte_identical_between_evictions() -> None:
             breaks.append(i)
     evictions = [i for i, c in enumerate(st.calls) if c.prepare.prefix_break]
     assert breaks == evictions
+    said = str(st)  # a person's summary, not a dict's repr
+    assert said.startswith(f"thread thread-1: {N_CALLS} model call(s)") and "{" not in said
+    assert f"{st.prefix_breaks} prefix break(s)" in said and st.summary()["model_calls"] == N_CALLS
     assert all(st.calls[i].prepare.prefix_break == "eviction" for i in breaks)
     assert 1 <= st.eviction_breaks == st.prefix_breaks == len(breaks)
     assert pilot.lifecycle_stats("thread-1")["prefix_breaks"] == len(breaks)

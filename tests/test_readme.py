@@ -1,4 +1,4 @@
-"""CI runs exactly the README Quickstart's two commands."""
+"""CI runs exactly the README Quickstart's two commands; the README stays a product page."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ def test_ci_runs_the_quickstart_test_command_verbatim():
     assert "bash .ci/extras" in (REPO / ".ci" / "run").read_text()
 
 
-def test_the_readme_stategraph_snippet_runs_verbatim():
-    """The 'existing agents' block, executed as written, with a scripted model and one tool."""
+def test_the_hosts_page_stategraph_snippet_runs_verbatim():
+    """docs/hosts.md's 'existing agents' block, executed as written, with a scripted model and one tool."""
     import pytest
 
     pytest.importorskip("langgraph")
@@ -38,8 +38,8 @@ def test_the_readme_stategraph_snippet_runs_verbatim():
 
     from tokenpilot_langgraph.testing import ScriptedChatModel, answer, tool_call
 
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("Your own `StateGraph`", 1)[1]
+    hosts = (REPO / "docs" / "hosts.md").read_text()
+    section = hosts.split("Your own `StateGraph`", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
     @tool
@@ -57,3 +57,24 @@ def test_the_readme_stategraph_snippet_runs_verbatim():
     assert "tokenpilot" in graph.get_state(config).values  # the channel holds TokenPilot's state
     seen = [m for m in model.requests[1].messages if m.type == "tool"][0]
     assert len(seen.content) < len(out["messages"][2].content)  # the model saw the reduced result
+
+
+def test_the_readme_is_a_product_page():
+    """Issue #41: at most 250 lines and 20 KB, one results table, the two Quickstart commands."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250 and len(readme.encode()) <= 20_000
+    tables = re.findall(r"\n\|[^\n]*\|\n\|[-:| ]+\|\n", readme)
+    assert len(tables) == 2  # the hosts' on/off table and the one results table
+    assert "## Results" in readme
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves():
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(REPO)} -> {target}")
+    assert broken == []

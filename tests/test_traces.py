@@ -577,6 +577,25 @@ def test_folder_load_skips_non_data_but_not_broken_data(tmp_path: Path) -> None:
         traces.load(tmp_path)
 
 
+def test_folder_load_skips_packages_version_control_and_environments(tmp_path: Path) -> None:
+    """`tokenpilot bench <folder>` on a project folder: node_modules, .git and virtual
+    environments (by name, or by their pyvenv.cfg) hold no sessions and are not entered."""
+    chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    write(tmp_path, "chat.json", chat)
+    for skipped in ("node_modules/pkg", ".git/objects", ".venv/lib", "my-env/lib"):
+        folder = tmp_path / skipped
+        folder.mkdir(parents=True)
+        write(folder, "chat.json", chat)
+        (folder / "broken.jsonl").write_text('{"role": "user"\n')  # would raise if read
+    (tmp_path / "my-env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    kept = tmp_path / "src" / "logs"
+    kept.mkdir(parents=True)
+    write(kept, "chat.json", chat)
+    sessions = traces.load(tmp_path)
+    assert len(sessions) == 2
+    assert traces.trace_files(tmp_path) == [tmp_path / "chat.json", kept / "chat.json"]
+
+
 def test_pairing_repair_keeps_results_next_to_calls(tmp_path: Path) -> None:
     msgs = [
         {"role": "user", "content": "go"},

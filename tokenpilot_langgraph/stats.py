@@ -79,7 +79,20 @@ class ThreadStats:
         """Prompt tokens TokenPilot kept out of the model's view, summed over calls."""
         return sum(c.prepare.saved_tokens for c in self.calls)
 
+    def __str__(self) -> str:
+        """The summary as a person reads it (`print(thread_stats(...))`); `summary()` is the dict."""
+        s = self.summary()
+        hit = f"{s['cache_hit_rate']:.1%} of {s['input_tokens']:,} input tokens read from the cache"
+        return (
+            f"thread {s['thread_id']}: {s['model_calls']} model call(s); "
+            f"last prompt {s['last_prompt_tokens']:,} tokens (the agent's own: {s['last_raw_tokens']:,}); "
+            f"{s['saved_tokens']:,} tokens kept out of view in all; "
+            f"{s['prefix_breaks']} prefix break(s) ({s['eviction_breaks']} by eviction); "
+            + (hit if s["input_tokens"] else "no usage reported by the model")
+        )
+
     def summary(self) -> dict[str, Any]:
+        """The same figures as a dict (for JSON and scripts)."""
         last = self.last
         return {
             "thread_id": self.thread_id,

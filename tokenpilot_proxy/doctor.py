@@ -30,6 +30,7 @@ from typing import Any
 
 from tokenpilot_openclaw.doctor import openclaw_checks
 from tokenpilot_proxy.checks import FAIL, OK, WARN, Check, check_proxy, check_stats, saved_stats
+from tokenpilot_proxy.hosts.enable import missing_proxy_extra
 from tokenpilot_proxy.serve_options import DEFAULT_PORT, default_state_dir
 
 HOSTS = ("claude-code", "codex", "openclaw")
@@ -167,6 +168,10 @@ def check_codex(home: Path) -> tuple[list[Check], str | None]:
     name = data.get("model_provider")
     providers = data.get("model_providers") if isinstance(data.get("model_providers"), dict) else {}
     provider = providers.get(name) if isinstance(name, str) else None
+    if name is None:
+        out.append(Check(FAIL, "model_provider", "not set: Codex uses its built-in OpenAI provider, not "
+                         "the proxy (TokenPilot is not enabled for Codex: run `tokenpilot enable codex`)"))  # fmt: skip
+        return out, None
     if not isinstance(provider, dict):
         out.append(Check(FAIL, "model_provider", f"{name!r} has no [model_providers.{name}] block: Codex uses "
                          "its built-in OpenAI provider (run `tokenpilot enable codex`)"))  # fmt: skip
@@ -228,6 +233,10 @@ def host_checks(host: str, args: argparse.Namespace) -> list[Check]:
         found, url = check_claude_code(claude_settings_path(args.claude_settings))
     else:
         found, url = check_codex(codex_home(args.codex_home))
+    missing = missing_proxy_extra()
+    if missing:  # the host points at a proxy that cannot start here
+        found.append(Check(FAIL, "proxy extra", f"{', '.join(missing)} missing: `tokenpilot serve` cannot "
+                           "run here; pip install 'tokenpilot[proxy]'"))  # fmt: skip
     url = args.proxy_url or url
     if url is None:
         return found

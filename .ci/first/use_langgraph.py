@@ -19,5 +19,5 @@ tools = [lookup]
 graph = create_tokenpilot_agent(model, tools, checkpointer=InMemorySaver(), prompt="You are a weather agent.")
 config = {"configurable": {"thread_id": "t1"}}
 out = graph.invoke({"messages": [("user", "Weather in Oslo?")]}, config)
-print(thread_stats(graph.tokenpilot, "t1").summary())
+print(thread_stats(graph.tokenpilot, "t1"))
 assert out["messages"][-1].content == "Sunny in Oslo.", out["messages"][-1]

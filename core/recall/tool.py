@@ -45,9 +45,12 @@ def recall_in_session(
 def answer_recall_call(
     arguments: str | bytes | Mapping[str, Any],
     recall: Callable[[str, int | None, int | None, str | None], RecallResult],
+    max_chars: int | None = None,
 ) -> str:
     """The tool's text for a `recall_artifact` call's raw arguments: the recalled text,
-    or what was wrong with the arguments, or that the store could not be read."""
+    or what was wrong with the arguments, or that the store could not be read. A whole
+    original longer than `max_chars` comes back as its first lines, with how to ask for
+    the rest (`first_part`)."""
     try:
         aid, start, end, pattern = recall_arguments(arguments)
     except ValueError as exc:
@@ -55,6 +58,33 @@ def answer_recall_call(
             f'[tokenpilot: invalid {RECALL_TOOL_NAME} arguments: {exc}. Expected {{"artifact_id": "art_…"}}]'
         )
     try:
-        return recall(aid, start, end, pattern).for_model()
+        result = recall(aid, start, end, pattern)
     except OSError as exc:  # the store's disk, not the model's arguments
         return f"[tokenpilot: the artifact store could not be read ({exc}); try again later]"
+    whole = start is None and end is None and not pattern
+    if whole and max_chars is not None and len(result.text) > max_chars:
+        return first_part(result, max_chars)
+    return result.for_model()
+
+
+def first_part(result: RecallResult, max_chars: int) -> str:
+    """The whole original's leading lines within `max_chars` (at least one line, cut if a
+    single line is longer), and the line to ask for next: a recall answer enters the model's
+    context whole, and one that overflows the window helps nobody."""
+    lines = result.text.splitlines(keepends=True)
+    taken: list[str] = []
+    size = 0
+    for line in lines:
+        if size + len(line) > max_chars:
+            break
+        taken.append(line)
+        size += len(line)
+    shown = "".join(taken) if taken else lines[0][:max_chars]
+    n = max(len(taken), 1)
+    total = result.total_lines or len(lines)
+    note = (
+        f"[tokenpilot: lines 1-{n} of {total} ({len(shown):,} of {len(result.text):,} chars) of "
+        f"{result.artifact_id}: the whole original is over the {max_chars:,}-char limit of one recall. "
+        f"Ask for the rest by range (start_line={n + 1}, end_line=...) or with a pattern]"
+    )
+    return f"{note}\n{shown}"

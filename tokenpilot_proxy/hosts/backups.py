@@ -4,7 +4,8 @@ Before a host's file is first touched, its bytes (or the fact that it did not ex
 go into a per-host folder beside a manifest. A second `enable` finds the manifest and
 keeps the first backup: the backup is always of the user's own file, never of ours.
 `restore` writes every file back as it was (mode included) and deletes what
-enabling created. Standard library only.
+enabling created; a file the user edited after enable gets only enable's change taken out
+(`undo`). Standard library only.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Entry:
     backup: str | None = None
     mode: int | None = None
     dirs: list[str] = field(default_factory=list)  # folders enabling creates for it, outermost first
+    written: str | None = None  # a copy of what enable last wrote there (to see the user's edits since)
 
 
 @dataclass
@@ -87,14 +89,40 @@ class Backups:
             self._save(manifest)  # after each file: an interrupted enable can still be undone
         return manifest
 
-    def restore(self) -> list[str]:
-        """Put every file back as it was; returns what was done, one line each."""
+    def note_written(self, path: Path, data: bytes) -> None:
+        """Keep a copy of what enable wrote to `path`, so that `disable` can tell the user's
+        later edits from enable's own change."""
+        manifest = self.load()
+        if manifest is None:
+            return
+        key = str(path.absolute())
+        for i, e in enumerate(manifest.entries):
+            if e.path == key:
+                copy = self.dir / f"{i}-{path.name}.written"
+                self.dir.mkdir(parents=True, exist_ok=True)
+                copy.write_bytes(data)
+                e.written = str(copy)
+        self._save(manifest)
+
+    def restore(self, merged: dict[str, bytes] | None = None) -> list[str]:
+        """Put every file back as it was, except those in `merged` (path -> bytes: the user's
+        own later edits with enable's change taken out), which get those bytes; returns what
+        was done, one line each."""
         manifest = self.load()
         if manifest is None:
             return []
+        merged = merged or {}
         done = []
         for e in reversed(manifest.entries):
             path = Path(e.path)
+            if e.path in merged:
+                tmp = path.with_name(path.name + ".tokenpilot.tmp")
+                tmp.write_bytes(merged[e.path])
+                if e.mode is not None:
+                    os.chmod(tmp, e.mode)
+                os.replace(tmp, path)
+                done.append(f"took enable's change out of {path}, kept your later edits")
+                continue
             if e.existed and e.backup is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(e.backup, path)

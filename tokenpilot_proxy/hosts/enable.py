@@ -17,16 +17,21 @@ any, and restores the backups byte for byte.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import signal
+import socket
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tokenpilot_proxy.hosts import DEFAULT_PORTS, DEFAULT_UPSTREAMS
-from tokenpilot_proxy.hosts.backups import Backups
+from tokenpilot_proxy.hosts.backups import Backups, Manifest
 from tokenpilot_proxy.hosts.codex_toml import TomlEditError, enable_text
 from tokenpilot_proxy.hosts.service import (
     launcher_command,
@@ -36,6 +41,7 @@ from tokenpilot_proxy.hosts.service import (
     unit_path,
     unit_text,
 )
+from tokenpilot_proxy.hosts.undo import unapply_claude_settings, unapply_lines, user_edits
 
 
 class EnableError(Exception):
@@ -150,6 +156,7 @@ def apply(host: str, plan: Plan, backups: Backups) -> list[str]:
     backups.keep(list(plan.writes))
     done = []
     for path, data in plan.writes.items():
+        backups.note_written(path, data)
         if path.exists() and path.read_bytes() == data:
             continue  # enabling twice changes nothing
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,10 +191,55 @@ def _enable_openclaw(ns: argparse.Namespace, backups: Backups) -> int:
     return run_install(p.parse_args(argv))
 
 
+# what `tokenpilot serve` needs (the `proxy` extra), by the module that brings it
+PROXY_MODULES = ("aiohttp", "prometheus_client")
+
+
+def missing_proxy_extra() -> list[str]:
+    """The modules of the `proxy` extra this environment lacks."""
+    return [m for m in PROXY_MODULES if importlib.util.find_spec(m) is None]
+
+
+def port_holder(port: int, host: str = "127.0.0.1") -> str | None:
+    """Who answers on the port: None (free), "tokenpilot" (a proxy of ours), or "other"."""
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        if s.connect_ex((host, port)) != 0:
+            return None
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=2) as resp:  # noqa: S310
+            body = json.loads(resp.read(4096) or b"{}")
+        ours = isinstance(body, dict) and body.get("status") == "ok" and "in_memory" in body
+        return "tokenpilot" if ours else "other"
+    except (urllib.error.URLError, OSError, ValueError):
+        return "other"
+
+
+def preflight(host: str, port: int) -> str | None:
+    """Why enabling `host` would leave it unable to run, with the one command to fix it;
+    None when it can run: the proxy's extra is installed, the port is free or a TokenPilot
+    proxy's, and the command the host will run (this interpreter, the launcher) exists."""
+    missing = missing_proxy_extra()
+    if missing:
+        return (
+            f"the proxy {host} would use needs the proxy extra ({', '.join(missing)} missing): "
+            "pip install 'tokenpilot[proxy]'"
+        )
+    if port_holder(port) == "other":
+        return f"port {port} is taken by another program: choose a free one with --port"
+    if not Path(sys.executable).exists() or importlib.util.find_spec("tokenpilot_proxy.hosts.launch") is None:
+        return f"{sys.executable} cannot run the proxy's launcher: reinstall with pip install 'tokenpilot[proxy]'"
+    return None
+
+
 def run_enable(ns: argparse.Namespace) -> int:
     backups = Backups(ns.host)
     if ns.host == "openclaw":
         return _enable_openclaw(ns, backups)
+    problem = preflight(ns.host, ns.port or DEFAULT_PORTS[ns.host])
+    if problem is not None:
+        print(f"tokenpilot enable {ns.host}: nothing changed: {problem}", file=sys.stderr)
+        return 2
     try:
         plan = PLANNERS[ns.host](ns, _start_mode(ns.start))
     except EnableError as exc:
@@ -201,19 +253,81 @@ def run_enable(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _kept_edits(host: str, manifest: Manifest) -> tuple[dict[str, bytes], list[str]]:
+    """For each file the user edited after enable: the file with only enable's change taken
+    out (path -> bytes); and the user's edits where that is not possible (diffs)."""
+    merged: dict[str, bytes] = {}
+    conflicts: list[str] = []
+    for e in manifest.entries:
+        path = Path(e.path)
+        if e.written is None or not path.exists() or not Path(e.written).exists():
+            continue  # written before this was kept, or removed by the user: restore
+        wrote, now = Path(e.written).read_bytes(), path.read_bytes()
+        if now == wrote:
+            continue  # as enable left it: the backup goes back byte for byte
+        before = Path(e.backup).read_text(encoding="utf-8") if e.backup else None
+        try:
+            now_text, wrote_text = now.decode("utf-8"), wrote.decode("utf-8")
+        except UnicodeDecodeError:
+            conflicts.append(f"{path}: changed since enable and not text")
+            continue
+        if host == "claude-code" and path.name.endswith(".json"):
+            undone = unapply_claude_settings(before, now_text)
+        else:
+            undone = unapply_lines(before or "", wrote_text, now_text)
+        if undone is None:
+            conflicts.append(user_edits(wrote_text, now_text, str(path)))
+        else:
+            merged[e.path] = undone.encode("utf-8")
+    return merged, conflicts
+
+
+def _stop_launched(host: str) -> list[str]:
+    """The launcher's files for this host (log, lock, pid), and the proxy it started, if it
+    is still running: nothing of enable's is left behind."""
+    done = []
+    log_file = log_path(host)
+    pid_file = log_file.with_suffix(".pid")
+    try:
+        pid = int(pid_file.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if b"tokenpilot" in cmdline and b"serve" in cmdline:
+            os.kill(pid, signal.SIGTERM)
+            done.append(f"stopped the proxy the launcher started (pid {pid})")
+    except (OSError, ValueError):
+        pass
+    for f in (pid_file, log_file.with_suffix(".lock"), log_file):
+        if f.exists():
+            f.unlink()
+            done.append(f"removed {f}")
+    return done
+
+
 def run_disable(ns: argparse.Namespace) -> int:
     backups = Backups(ns.host)
     manifest = backups.load()
     if manifest is None:
         print(f"tokenpilot is not enabled for {ns.host} (no backup in {backups.dir})")
         return 0
+    merged, conflicts = _kept_edits(ns.host, manifest)
+    if conflicts:
+        print(
+            f"tokenpilot disable {ns.host}: nothing changed. You edited what enable wrote, so taking it "
+            "back would lose your edits; undo the lines below (or remove TokenPilot's settings by "
+            "hand), then run disable again:",
+            file=sys.stderr,
+        )
+        for c in conflicts:
+            print(c, file=sys.stderr)
+        return 1
     unit = unit_path(ns.host)
     stop = str(unit.absolute()) in manifest.paths() and unit.exists()
     if stop:
         systemctl_user("disable", "--now", unit_name(ns.host))
-    for line in backups.restore():
+    for line in [*backups.restore(merged), *_stop_launched(ns.host)]:
         print(f"  - {line}")
     if stop:
         systemctl_user("daemon-reload")
-    print(f"tokenpilot disabled for {ns.host}: its files are as they were before `enable`")
+    kept = " (your later edits kept)" if merged else ""
+    print(f"tokenpilot disabled for {ns.host}: its files are as they were before `enable`{kept}")
     return 0

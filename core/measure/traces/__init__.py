@@ -9,6 +9,7 @@ Broken data raises `TraceFormatError` naming the file and line.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from . import (
@@ -102,6 +103,44 @@ def load_file(path: str | Path) -> list[Session]:
         raise TraceFormatError(payload.path, f"unexpected {payload.fmt} content: {exc!r}") from exc
 
 
+# Folders a search for recordings never enters: packages, version control, environments
+# and caches hold thousands of files and no session.
+SKIPPED_DIRS = frozenset(
+    {
+        "node_modules",
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "env",
+        ".env",
+        "__pycache__",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        "site-packages",
+    }
+)
+
+
+def _is_environment(folder: Path) -> bool:
+    """A Python virtual environment, whatever its name (it holds `pyvenv.cfg`)."""
+    return (folder / "pyvenv.cfg").is_file()
+
+
+def trace_files(root: Path) -> list[Path]:
+    """Every file under `root` (sorted by path), skipping `SKIPPED_DIRS` and environments."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not _is_environment(here / d)]
+        found.extend(here / f for f in files)
+    return sorted(found)
+
+
 def load(path: str | Path) -> list[Session]:
     """Sessions of a file, or of every trace file under a folder (sorted by path)."""
     root = Path(path)
@@ -110,7 +149,7 @@ def load(path: str | Path) -> list[Session]:
     if not root.is_dir():
         raise TraceFormatError(root, "no such file or folder")
     sessions: list[Session] = []
-    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+    for file in trace_files(root):
         if not is_candidate(file):
             continue
         try:
