@@ -91,7 +91,9 @@ class Agent:
 
     async def recall(self, aid: str) -> str:
         async with self.http.get(
-            f"{self.url}/tokenpilot/artifacts/{aid}", params={"session": self.key}, headers=self.headers
+            f"{self.url}/tokenpilot/artifacts/{aid}",
+            params={"session": self.key},
+            headers={**self.headers, "X-TokenPilot-Recall": "agent"},  # as the OpenClaw plugin sends it
         ) as r:
             assert r.status == 200
             return (await r.json())["text"]

@@ -56,6 +56,11 @@ def _post(url: str, body: dict) -> dict:
         return json.load(r)
 
 
+def _totals(url: str) -> dict:
+    with urllib.request.urlopen(f"{url}/tokenpilot/dashboard/data", timeout=10) as r:
+        return json.load(r)["totals"]
+
+
 def test_a_large_output_arrives_reduced_and_the_demo_model_recalls_it(demo: str):
     messages = [
         {"role": "user", "content": "look at the log"},
@@ -78,6 +83,14 @@ def test_a_large_output_arrives_reduced_and_the_demo_model_recalls_it(demo: str)
         f"{demo}/tokenpilot/artifacts/{args['artifact_id']}?session=demo", timeout=10
     ) as r:
         assert json.load(r)["text"] == LOG  # nothing lost: the original, byte for byte
+    assert _totals(demo)["recalls"] == 0  # a person looking at an original is no recall
+    agent = urllib.request.Request(
+        f"{demo}/tokenpilot/artifacts/{args['artifact_id']}?session=demo",
+        headers={"X-TokenPilot-Recall": "agent"},  # what the OpenClaw plugin's recall sends
+    )
+    with urllib.request.urlopen(agent, timeout=10) as r:
+        assert json.load(r)["found"] is True
+    assert _totals(demo)["recalls"] == 1
 
     recalled = "00000 INFO worker-0 processed batch 0 in 0 ms status=ok"
     follow = [

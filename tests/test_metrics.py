@@ -97,7 +97,11 @@ async def test_metrics_parse_and_match_the_stats(upstream, start, http):
         await chat(http, proxy.url, "ship", history(turn), TOOLS, "gpt-4.1-mini")
     stats = (await (await http.get(proxy.url + "/tokenpilot/stats")).json())["sessions"]["ship"]
     (aid,) = stats["artifacts"]
-    async with http.get(f"{proxy.url}/tokenpilot/artifacts/{aid}", params={"session": "ship"}) as r:
+    async with http.get(
+        f"{proxy.url}/tokenpilot/artifacts/{aid}",
+        params={"session": "ship"},
+        headers={"X-TokenPilot-Recall": "agent"},
+    ) as r:
         assert r.status == 200
     await chat(http, proxy.url, "ship", history(3), [*TOOLS, GREP], "gpt-4.1-mini")  # a break
     await chat(http, proxy.url, "other", history(0), TOOLS, "deepseek-chat")

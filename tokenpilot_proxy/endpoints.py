@@ -37,6 +37,11 @@ def add_routes(app: web.Application, path: RequestPath, started: float) -> None:
     app.router.add_post("/tokenpilot/tool-result", e.tool_result)
 
 
+# The header the OpenClaw plugin's `recall_artifact` sends: only such a GET counts as a recall
+# in the stats and the dashboard; a person or a script reading an original (curl) does not.
+AGENT_RECALL_HEADER = "X-TokenPilot-Recall"
+
+
 class Endpoints:
     """The handlers; `started` is when the proxy started (for `uptime_s`)."""
 
@@ -157,7 +162,8 @@ class Endpoints:
         if not result.found:
             body["error"] = {"message": result.note, "type": "not_found", "code": "artifact_not_found"}
             return web.json_response(body, status=404)
-        self.keeper.note_recall(sid)
+        if request.headers.get(AGENT_RECALL_HEADER, "").lower() == "agent":
+            self.keeper.note_recall(sid)  # the agent's own recall (the OpenClaw plugin says so), not a look
         return web.json_response(body)
 
     async def tool_result(self, request: web.Request) -> web.Response:

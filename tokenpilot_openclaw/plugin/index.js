@@ -88,7 +88,8 @@ async function recall(api, settings, sessionId, params, signal) {
   } catch (err) {
     return textResult(`[tokenpilot: invalid proxy URL ${settings.proxyUrl}: ${err?.message ?? err}]`, { found: false });
   }
-  const headers = { Accept: "application/json" };
+  // the agent's own recall: counted in the proxy's stats (a curl of the same URL is not)
+  const headers = { Accept: "application/json", "X-TokenPilot-Recall": "agent" };
   if (settings.authToken) headers.Authorization = `Bearer ${settings.authToken}`;
   const signals = [AbortSignal.timeout(settings.timeoutMs)];
   if (signal) signals.push(signal);
