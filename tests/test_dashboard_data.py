@@ -41,3 +41,21 @@ def test_a_session_series_stays_bounded_and_spans_the_whole_session():
     times = [p[0] for p in stats.series]
     assert times == sorted(times) and times[0] == 1.0 and times[-1] == 1000.0
     assert [p[1] for p in stats.series] == [int(t) for t in times]  # each point is that call's totals
+
+
+def test_a_break_whose_first_difference_is_unknown_says_why_not_hash_question_mark():
+    """Issue #41: a break's detail showed `#? (?)` where no message could be located."""
+    from tokenpilot_proxy.breaks import break_where, diagnose
+
+    cur = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    after_restart = diagnose("history rewritten", None, cur, call=3)
+    assert "previous request is not kept" in break_where(after_restart)
+    shorter = diagnose("history rewritten", [*cur, {"role": "user", "content": "v"}], cur, call=4)
+    assert break_where(shorter) == "#2 (user)"  # the first message dropped
+    same = diagnose("history rewritten", cur, list(cur), call=4)
+    assert "the messages of both requests are the same" in break_where(same)
+    located = diagnose("history rewritten", cur, [cur[0], {"role": "user", "content": "w"}], call=5)
+    assert break_where(located) == "#1 (user)"
+    assert break_where({"index": None, "role": "?"}).startswith("not located")  # an old record
+    for b in (after_restart, shorter, same, located):
+        assert "#?" not in break_where(b) and "(?)" not in break_where(b)

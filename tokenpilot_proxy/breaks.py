@@ -191,6 +191,13 @@ def diagnose(
     b = cur[i] if i is not None and i < len(cur) else None
     if i is not None:
         rec.update(index=i, role=_role(b if b is not None else a))
+    else:  # say what is known instead of an unknown position
+        rec["where"] = (
+            "not located: the previous request is not kept (the proxy restarted, or the session "
+            "was reloaded from the store)"
+            if prev is None
+            else "not located: the messages of both requests are the same (what differs is outside them)"
+        )
     if a is not None or b is not None:
         before, after = changed_span(_text(a) if a is not None else "", _text(b) if b is not None else "")
         rec.update(before=_cut(before), after=_cut(after))
@@ -275,3 +282,13 @@ def _likely(
     if cause == "history rewritten by the caller":
         return "history rewritten"
     return "unknown"
+
+
+def break_where(b: Mapping[str, Any]) -> str:
+    """Where a prefix break's first difference is, in words: the tool list, a message by
+    index and role, or why it could not be located (never `#? (?)`)."""
+    if b.get("role") == "tools":
+        return "tool list"
+    if b.get("index") is not None:
+        return f"#{b['index']} ({b.get('role') or 'message'})"
+    return str(b.get("where") or "not located (recorded by an earlier version)")

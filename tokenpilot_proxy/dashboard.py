@@ -29,6 +29,7 @@ from aiohttp import web
 
 from tokenpilot.messages.model import content_text
 from tokenpilot.model_prices import prices_for, spent_and_saved
+from tokenpilot_proxy.breaks import break_where
 from tokenpilot_proxy.errors import foreign_derived, json_error
 from tokenpilot_proxy.sessions import SessionStats, derived_owner
 from tokenpilot_proxy.timeline import POINT, as_dicts, point
@@ -365,8 +366,7 @@ class Dashboard:
                 "<table class='breaks'><tr><th>call</th><th>likely cause</th><th>first differing message</th><th>what to do</th></tr>"
             )
             for b in reversed(s["breaks"]):
-                role = str(b.get("role", "?"))
-                where = "tool list" if role == "tools" else f"#{b.get('index', '?')} ({esc(role)})"
+                where = esc(break_where(b))
                 diff = f"{where}<br><code>{esc(str(b.get('before', '')))}</code> → <code>{esc(str(b.get('after', '')))}</code>"
                 out.append(
                     f"<tr><td>{esc(str(b.get('call', '')))}</td><td>{esc(str(b.get('likely', '')))}"
