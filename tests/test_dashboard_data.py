@@ -59,3 +59,17 @@ def test_a_break_whose_first_difference_is_unknown_says_why_not_hash_question_ma
     assert break_where({"index": None, "role": "?"}).startswith("not located")  # an old record
     for b in (after_restart, shorter, same, located):
         assert "#?" not in break_where(b) and "(?)" not in break_where(b)
+
+
+def test_charts_draw_measured_points_and_steps_between_them():
+    """Issue #41: no slope between two sparse points as if it had been measured."""
+    import re
+
+    from tokenpilot_proxy.dashboard import line_chart
+
+    svg = line_chart("t", [("n", "#000", [(0.0, 0.0), (10.0, 5.0), (20.0, 5.0)])])
+    assert svg.count('<circle class="pt"') == 3  # one dot per measured point, no more
+    (points,) = re.findall(r'<polyline points="([^"]+)"', svg)
+    xy = [tuple(map(float, p.split(","))) for p in points.split()]
+    for (x0, y0), (x1, y1) in zip(xy, xy[1:]):
+        assert x0 == x1 or y0 == y1  # horizontal or vertical: a step, never a slope

@@ -131,7 +131,8 @@ def line_chart(
     dashed: bool = False,
 ) -> str:
     """An SVG chart of (label, color, [(t, value)]) lines against time, with its legend;
-    `dashed`: lines after the first are dashed, so counts that coincide stay visible."""
+    `dashed`: lines after the first are dashed, so counts that coincide stay visible. A dot
+    per measured point; between two, a step holds the earlier value (nothing looks measured)."""
     pad_l, pad_r, pad_t, pad_b = 48, 10, 40, 22
     pts = [p for _, _, ps in lines for p in ps]
     esc = html.escape
@@ -162,10 +163,14 @@ def line_chart(
     )
     lx = pad_l
     for n, (label, color, ps) in enumerate(lines):
-        if ps:
-            path = " ".join(xy(t, v) for t, v in ps)
+        if ps:  # a value holds until the next measurement: steps, not slopes, and a dot per point
+            steps = [ps[0]] + [q for prev, cur in zip(ps, ps[1:]) for q in ((cur[0], prev[1]), cur)]
+            path = " ".join(xy(t, v) for t, v in steps)
             dash = f' stroke-dasharray="{("", "7 4", "2 3")[min(n, 2)]}"' if dashed and n else ""
             out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
+            for t, v in ps:
+                x, y = xy(t, v).split(",")
+                out.append(f'<circle class="pt" cx="{x}" cy="{y}" r="2.5" fill="{color}"/>')
         out.append(f'<rect x="{lx}" y="22" width="10" height="10" fill="{color}"/>')
         out.append(f'<text x="{lx + 14}" y="31" class="ax">{esc(label)}</text>')
         lx += 14 + 7 * len(label) + 12
