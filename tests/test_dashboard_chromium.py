@@ -175,6 +175,16 @@ async def test_dashboard_figures_match_stats_and_move_while_the_agent_works(
         await browser.evaluate("document.querySelector('details[data-detail=\"build-session\"]').open = true")
         text = await browser.evaluate("document.body.innerText")
         assert "tools changed" in text and "send the same tool list" in text
+        assert "#?" not in text and "(?)" not in text  # every break's place is said in words
+        # the charts: a dot per measured point, steps between them (issue #41)
+        shape = await browser.evaluate(
+            "[...document.querySelectorAll('details[data-detail=\"build-session\"] svg.chart')].map(svg => ["
+            "svg.querySelectorAll('circle.pt').length,"
+            "[...svg.querySelectorAll('polyline')].every(l => { const p = l.getAttribute('points').trim()"
+            ".split(/\\s+/).map(q => q.split(',').map(Number));"
+            "return p.slice(1).every((q, i) => q[0] === p[i][0] || q[1] === p[i][1]); })])"
+        )
+        assert shape and all(dots > 0 and steps for dots, steps in shape), shape
         shot = await browser.screenshot(tmp_path / "dashboard.png")
         assert shot.stat().st_size > 10_000
         if docs := _docs_copy():
