@@ -1,14 +1,18 @@
-"""List prices of common OpenAI, Anthropic and DeepSeek models, to put dollars on real usage.
+"""List prices of models, to put dollars on real usage.
 
 The proxy's dashboard and `/metrics` price each session at its model's list price
-(`prices_for`). Prices change: the table is a snapshot (see `AS_OF`) and any entry can
-be replaced or added from a JSON file (`load_price_file`, `tokenpilot serve --prices`).
-A model the table does not know is priced at the paper's defaults (`DEFAULT_PRICES`)
-and said so (`known` False), never silently at zero.
+(`prices_for`), looked up in this order: the user's own prices (a JSON file,
+`load_price_file`, `tokenpilot serve --prices`); `genai-prices`, a maintained offline list
+with cache-read and cache-write prices per model and provider (Python 3.11 and later); the
+snapshot below (`TABLE`, see `AS_OF`: for Python 3.10, and for dated model ids the list
+does not match). A model none of them knows is priced at the paper's defaults
+(`DEFAULT_PRICES`, which the bench's tables use) and said so (`known` False), never
+silently at zero.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -84,13 +88,49 @@ def _bare(model: str) -> str:
 
 
 def prices_for(model: str | None, table: Mapping[str, ModelPrice] | None = None) -> ModelPrice:
-    """The entry whose name is the longest prefix of `model` (provider prefixes ignored)."""
+    """`model`'s prices: the longest prefix of it in `table` (the user's own prices), else
+    the maintained list's entry (`listed_price`), else the longest prefix in the snapshot
+    `TABLE`; provider prefixes (`openai/`, `anthropic:`) are ignored."""
     if not model:
         return UNKNOWN
-    table = TABLE if table is None else table
     name = _bare(model)
+    if table is not None and (own := _longest(name, table)) is not None:
+        return own
+    return listed_price(name) or _longest(name, TABLE) or UNKNOWN
+
+
+def _longest(name: str, table: Mapping[str, ModelPrice]) -> ModelPrice | None:
     best = max((k for k in table if name.startswith(k.lower())), key=len, default=None)
-    return table[best] if best is not None else UNKNOWN
+    return table[best] if best is not None else None
+
+
+_PROFILES = {"anthropic": "anthropic", "deepseek": "deepseek"}  # how each provider charges a cache write
+
+
+@functools.lru_cache(maxsize=256)
+def listed_price(name: str) -> ModelPrice | None:
+    """The model's list price from `genai-prices` (offline data), or None when the package
+    is not installed (Python 3.10) or does not know the model. Tiered prices: the base tier."""
+    try:
+        from genai_prices import Usage, calc_price
+    except ImportError:
+        return None
+    try:
+        found = calc_price(Usage(input_tokens=0, output_tokens=0), model_ref=name)
+    except (LookupError, ValueError):
+        return None
+    mp = found.model_price
+
+    def rate(value: object) -> float | None:
+        value = getattr(value, "base", value)
+        return float(value) if value is not None else None  # type: ignore[arg-type]
+
+    miss, out = rate(mp.input_mtok), rate(mp.output_mtok)
+    if miss is None or out is None:
+        return None
+    hit = rate(mp.cache_read_mtok)
+    prices = _p(miss, miss if hit is None else hit, out, rate(mp.cache_write_mtok))
+    return ModelPrice(prices, _PROFILES.get(found.provider.id, "openai"))
 
 
 def load_price_file(path: Path, base: Mapping[str, ModelPrice] | None = None) -> dict[str, ModelPrice]:

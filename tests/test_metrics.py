@@ -211,3 +211,21 @@ def test_price_file_overrides_the_table(tmp_path):
 def test_a_model_is_priced_by_its_own_family_not_a_shorter_prefix(model, miss, output):
     price = prices_for(model)
     assert price.known and (price.prices.miss, price.prices.output) == (miss, output)
+
+
+def test_prices_come_from_the_maintained_list_with_the_users_own_first(tmp_path):
+    """Issue #41: genai-prices prices what the snapshot never listed; a price file still wins;
+    the paper's prices (the bench's) are a profile of their own and unchanged."""
+    from tokenpilot.model_prices import TABLE, listed_price
+    from tokenpilot.pricing import DEFAULT_PRICES
+
+    pytest.importorskip("genai_prices")  # Python 3.11+: on 3.10 the snapshot alone prices
+    assert not any(k.startswith("gemini") for k in TABLE)
+    gemini = prices_for("google/gemini-2.5-flash")
+    assert gemini.known and gemini == listed_price("gemini-2.5-flash") and gemini.prices.hit < gemini.prices.miss
+    claude = prices_for("claude-sonnet-4-5")
+    assert claude.profile == "anthropic" and claude.prices.write == pytest.approx(3.75)
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"gemini-2.5": {"input": 9.0, "cached_input": 0.9, "output": 9.0}}))
+    assert prices_for("gemini-2.5-flash", load_price_file(path, base={})).prices.miss == 9.0
+    assert (DEFAULT_PRICES.hit, DEFAULT_PRICES.miss, DEFAULT_PRICES.output) == (0.075, 0.75, 4.50)

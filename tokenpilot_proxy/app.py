@@ -23,7 +23,7 @@ from pathlib import Path
 from aiohttp import web
 
 from tokenpilot import ArtifactStore, Config, TokenPilot
-from tokenpilot.model_prices import TABLE, load_price_file
+from tokenpilot.model_prices import load_price_file
 from tokenpilot.store.disk import DiskStore
 from tokenpilot.store.open import open_redis
 from tokenpilot.store.protocol import Store
@@ -52,7 +52,8 @@ class Proxy:
     ) -> None:
         self.settings = settings
         self.pilot, self.state = _stores(settings, config, pilot)
-        self.prices = load_price_file(settings.prices_file) if settings.prices_file else dict(TABLE)
+        # the user's own prices only: prices_for falls back to the maintained list, then the snapshot
+        self.prices = load_price_file(settings.prices_file, base={}) if settings.prices_file else {}
         self.metrics = ProxyMetrics(self)
         self.keeper = SessionKeeper(
             self.pilot,
