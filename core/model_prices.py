@@ -133,6 +133,31 @@ def listed_price(name: str) -> ModelPrice | None:
     return ModelPrice(prices, _PROFILES.get(found.provider.id, "openai"))
 
 
+@functools.lru_cache(maxsize=256)
+def context_window(model: str | None) -> int | None:
+    """The model's context window in tokens (`genai-prices`), or None when unknown."""
+    if not model:
+        return None
+    try:
+        from genai_prices import Usage, calc_price
+    except ImportError:
+        return None
+    try:
+        found = calc_price(Usage(input_tokens=0, output_tokens=0), model_ref=_bare(model))
+    except (LookupError, ValueError):
+        return None
+    window = getattr(found.model, "context_window", None)
+    return int(window) if isinstance(window, int) and window > 0 else None
+
+
+def sendable_saving(saved: int, sent: int, model: str | None) -> int:
+    """The tokens a call kept out of its prompt that could really have been sent: a request
+    over the model's context window would have been refused, not billed, so what exceeds
+    the window saved no money."""
+    window = context_window(model)
+    return saved if window is None else max(0, min(saved, window - sent))
+
+
 def load_price_file(path: Path, base: Mapping[str, ModelPrice] | None = None) -> dict[str, ModelPrice]:
     """`base` (the built-in table) with the file's entries over it.
 

@@ -229,3 +229,16 @@ def test_prices_come_from_the_maintained_list_with_the_users_own_first(tmp_path)
     path.write_text(json.dumps({"gemini-2.5": {"input": 9.0, "cached_input": 0.9, "output": 9.0}}))
     assert prices_for("gemini-2.5-flash", load_price_file(path, base={})).prices.miss == 9.0
     assert (DEFAULT_PRICES.hit, DEFAULT_PRICES.miss, DEFAULT_PRICES.output) == (0.075, 0.75, 4.50)
+
+
+def test_saved_tokens_count_only_what_could_have_been_sent():
+    """Issue #41: a request too large for the model's window would have been refused, not
+    billed: the saving past the window is no saving."""
+    from tokenpilot.model_prices import context_window, sendable_saving
+
+    pytest.importorskip("genai_prices")
+    window = context_window("gpt-5.4-mini")
+    assert window is not None and window >= 100_000
+    assert sendable_saving(50_000, 10_000, "gpt-5.4-mini") == 50_000  # both sides fit: all of it
+    assert sendable_saving(5 * window, 10_000, "gpt-5.4-mini") == window - 10_000
+    assert sendable_saving(5 * window, 10_000, "unheard-of-model") == 5 * window  # unknown window: as counted

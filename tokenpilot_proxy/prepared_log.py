@@ -11,6 +11,7 @@ from typing import Any
 
 from tokenpilot import Prepared
 from tokenpilot.messages.compaction import ENDED_CAUSE, SHOWN_CAUSE
+from tokenpilot.model_prices import sendable_saving
 from tokenpilot_proxy import timeline, wire
 from tokenpilot_proxy.sessions import SessionStats
 
@@ -28,7 +29,7 @@ class PreparedLog:
     def note(self, sid: str, prepared: Prepared, stats: SessionStats) -> None:
         st = prepared.stats
         stats.raw_tokens, stats.sent_tokens = st.raw_tokens, st.tokens
-        stats.tokens_saved += st.saved_tokens
+        stats.tokens_saved += sendable_saving(st.saved_tokens, st.tokens, stats.model)  # not past the window
         stats.prefix_breaks = max(stats.prefix_breaks, st.prefix_breaks)
         self._note_store(sid, st.unstored, st.warnings)
         prev = self.last_stable.get(sid)
