@@ -222,7 +222,9 @@ def test_prices_come_from_the_maintained_list_with_the_users_own_first(tmp_path)
     pytest.importorskip("genai_prices")  # Python 3.11+: on 3.10 the snapshot alone prices
     assert not any(k.startswith("gemini") for k in TABLE)
     gemini = prices_for("google/gemini-2.5-flash")
-    assert gemini.known and gemini == listed_price("gemini-2.5-flash") and gemini.prices.hit < gemini.prices.miss
+    assert (
+        gemini.known and gemini == listed_price("gemini-2.5-flash") and gemini.prices.hit < gemini.prices.miss
+    )
     claude = prices_for("claude-sonnet-4-5")
     assert claude.profile == "anthropic" and claude.prices.write == pytest.approx(3.75)
     path = tmp_path / "prices.json"
