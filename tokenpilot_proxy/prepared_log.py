@@ -26,10 +26,11 @@ class PreparedLog:
         self.last_tools: dict[str, list[str]] = {}  # tool names of the last call: what a break changed
         self.store_failing: set[str] = set()  # sessions with outputs the store refused (logged once)
 
-    def note(self, sid: str, prepared: Prepared, stats: SessionStats) -> None:
+    def note(self, sid: str, prepared: Prepared, stats: SessionStats, model: Any = None) -> None:
         st = prepared.stats
         stats.raw_tokens, stats.sent_tokens = st.raw_tokens, st.tokens
-        stats.tokens_saved += sendable_saving(st.saved_tokens, st.tokens, stats.model)  # not past the window
+        window_of = model if isinstance(model, str) and model.strip() else stats.model  # the first call's too
+        stats.tokens_saved += sendable_saving(st.saved_tokens, st.tokens, window_of)  # not past the window
         stats.prefix_breaks = max(stats.prefix_breaks, st.prefix_breaks)
         self._note_store(sid, st.unstored, st.warnings)
         prev = self.last_stable.get(sid)

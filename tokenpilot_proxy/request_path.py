@@ -126,7 +126,7 @@ class RequestPath:
         if managed:
             try:
                 prepared = await self.pools.prepare(
-                    functools.partial(self.prepare, history, tools, sid, headers)
+                    functools.partial(self.prepare, history, tools, sid, headers, model)
                 )
             except MessageError as exc:
                 return json_error(400, str(exc), type_="invalid_request_error", param="messages")
@@ -145,7 +145,7 @@ class RequestPath:
         return Call(sid, stats, prepared)
 
     def prepare(
-        self, history: list[Any], tools: Any, sid: str | None, headers: Mapping[str, str]
+        self, history: list[Any], tools: Any, sid: str | None, headers: Mapping[str, str], model: Any = None
     ) -> Prepared:
         """TokenPilot's rendering, its state written through before the upstream sees it:
         whatever a provider has cached of this session, a restart (even after kill -9)
@@ -158,7 +158,7 @@ class RequestPath:
             with self.metrics.preparing():
                 prepared = keeper.pilot.prepare(history, tools, session_id=sid)
             keeper.note_resident(sid)
-            self.log.note(prepared.session_id, prepared, keeper.count_call(prepared.session_id))
+            self.log.note(prepared.session_id, prepared, keeper.count_call(prepared.session_id), model)
             keeper.save(prepared.session_id, refreshed=True)
         if keeper.residency.max_sessions and len(keeper.residency) > keeper.residency.max_sessions:
             keeper.evict_idle(spare=sid)  # beyond the cap: the least recently used leave
