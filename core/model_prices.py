@@ -108,16 +108,25 @@ _PROFILES = {"anthropic": "anthropic", "deepseek": "deepseek"}  # how each provi
 
 
 @functools.lru_cache(maxsize=256)
-def listed_price(name: str) -> ModelPrice | None:
-    """The model's list price from `genai-prices` (offline data), or None when the package
-    is not installed (Python 3.10) or does not know the model. Tiered prices: the base tier."""
+def _listed(name: str) -> Any:
+    """`genai-prices`' entry for a model (its prices and its model record), or None when the
+    package is not installed (Python 3.10) or does not know the model."""
     try:
         from genai_prices import Usage, calc_price
     except ImportError:
         return None
     try:
-        found = calc_price(Usage(input_tokens=0, output_tokens=0), model_ref=name)
+        return calc_price(Usage(input_tokens=0, output_tokens=0), model_ref=name)
     except (LookupError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def listed_price(name: str) -> ModelPrice | None:
+    """The model's list price from `genai-prices` (offline data), or None when the package
+    is not installed (Python 3.10) or does not know the model. Tiered prices: the base tier."""
+    found = _listed(name)
+    if found is None:
         return None
     mp = found.model_price
 
@@ -136,15 +145,8 @@ def listed_price(name: str) -> ModelPrice | None:
 @functools.lru_cache(maxsize=256)
 def context_window(model: str | None) -> int | None:
     """The model's context window in tokens (`genai-prices`), or None when unknown."""
-    if not model:
-        return None
-    try:
-        from genai_prices import Usage, calc_price
-    except ImportError:
-        return None
-    try:
-        found = calc_price(Usage(input_tokens=0, output_tokens=0), model_ref=_bare(model))
-    except (LookupError, ValueError):
+    found = _listed(_bare(model)) if model else None
+    if found is None:
         return None
     window = getattr(found.model, "context_window", None)
     return int(window) if isinstance(window, int) and window > 0 else None
