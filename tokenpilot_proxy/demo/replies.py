@@ -15,17 +15,10 @@ from typing import Any
 
 from tokenpilot._canonical import ARTIFACT_HEX_CHARS, ARTIFACT_PREFIX
 from tokenpilot.ingest.stabilize import RECALL_TOOL_NAME
+from tokenpilot.messages.model import content_text
 from tokenpilot_proxy.demo.base import Reply, ToolCall
 
 HANDLE = re.compile(re.escape(ARTIFACT_PREFIX) + f"[0-9a-f]{{{ARTIFACT_HEX_CHARS}}}")
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    return ""
 
 
 def _offers_recall(body: Mapping[str, Any]) -> bool:
@@ -42,7 +35,8 @@ def demo_reply(body: Mapping[str, Any]) -> Reply:
     last = messages[-1] if messages else {}
     role = last.get("role") or last.get("type") or "?"
     if role in ("tool", "function_call_output"):
-        text = _text(last.get("content", last.get("output", "")))
+        content = last.get("content", last.get("output", ""))
+        text = content_text(content) if isinstance(content, (str, list)) else ""
         handle = HANDLE.search(text)
         asked = any(
             RECALL_TOOL_NAME in str(m.get("tool_calls") or m.get("name") or "") for m in messages[-3:]
