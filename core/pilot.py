@@ -26,13 +26,13 @@ from ._canonical import canonical_json, sha256_hex
 from .config import Config
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
 from .history.render import Rendered, break_cause, first_difference, render_call
-from .history.session import Session, msg_tokens
+from .history.session import Entry, Session, msg_tokens
 from .history.session_state import load_session, session_to_dict
 from .history.sync import History, bulky
 from .history.system_prompt import SystemPrompts
 from .history.take import Taken, take_in
 from .ingest.gate import Pipeline
-from .ingest.stabilize import merge_tools, stabilize_text
+from .ingest.stabilize import merge_tools, recalled_by_client, stabilize_text
 from .lifecycle.schedule import Lifecycle, LifecycleConfig
 from .messages.limits import check_depth, check_request
 from .messages.model import content_text, to_anthropic
@@ -74,6 +74,9 @@ class PrepareStats:
     """Messages of the history whose originals the store could not keep (a full disk):
     sent unreduced (tool outputs cut to `hard_limit_chars`, not recallable) and
     retried at every call until the store works again."""
+    recalled: int = 0
+    """New answers of a recall tool that TokenPilot did not run itself (its MCP server,
+    which the client runs): the agent's recalls, seen as they enter the history."""
 
     @property
     def saved_tokens(self) -> int:
@@ -316,6 +319,7 @@ class TokenPilot:
             malformed=taken.malformed,
             warnings=tuple(warnings),
             unstored=taken.unstored,
+            recalled=sum(1 for e in s.entries[taken.start :] if _client_recall(s, e)),
         )
         return Prepared(out, [dict(t) for t in s.tools], stats, s.id, rendered.tail_start)
 
@@ -430,3 +434,9 @@ class TokenPilot:
         self.store.close_session(session_id)
         with self._lock:
             self._sessions.pop(session_id, None)
+
+
+def _client_recall(s: Session, e: Entry) -> bool:
+    """Whether a history entry is the answer of a recall the client ran (our MCP server)."""
+    info = s.calls.get(e.ids) if e.role == "tool" and isinstance(e.ids, str) else None
+    return info is not None and recalled_by_client(info.name, info.arguments) is not None

@@ -20,7 +20,13 @@ import pytest
 from conftest import REPO
 
 CORE = REPO / "core"
-FORBIDDEN = ("tokenpilot_openclaw", "tokenpilot_proxy", "tokenpilot_langgraph", "tokenpilot.measure")
+FORBIDDEN = (
+    "tokenpilot_openclaw",
+    "tokenpilot_proxy",
+    "tokenpilot_mcp",
+    "tokenpilot_langgraph",
+    "tokenpilot.measure",
+)
 # the core's front doors that may reach the wing or adapters on purpose
 NOT_RUNTIME = {"cli.py", "__main__.py"}
 

@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from tokenpilot.store.artifacts import default_store_dir
+from tokenpilot.store.state_files import default_state_dir
 
 DEFAULT_PORT = 8787
 DEFAULT_UPSTREAM_KEY_ENV = "TOKENPILOT_UPSTREAM_API_KEY"
@@ -17,10 +18,6 @@ MB = 2**20
 DEFAULT_CLIENT_TIMEOUT_S = 60.0
 DEFAULT_RECALL_WORKERS = 2
 DEFAULT_RECALL_QUEUE = 32
-
-
-def default_state_dir() -> Path:
-    return Path.home() / ".cache" / "tokenpilot" / "sessions"
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:

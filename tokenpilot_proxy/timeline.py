@@ -52,6 +52,7 @@ def note_prepared(
     stats.tokens_sent += st.tokens
     if st.unstored:
         stats.store_errors += 1
+    stats.recalls += st.recalled  # the agent's recalls through the MCP server (the proxy ran none)
     for aid in st.artifacts:
         if aid not in stats.artifacts:
             stats.artifacts.append(aid)

@@ -25,6 +25,8 @@ OFFERS = {
     "Stabilized": "stabilize",
     "RECALL_TOOL": "stabilize",
     "RECALL_TOOL_NAME": "stabilize",
+    "is_recall_tool": "stabilize",
+    "MCP_SERVER_NAME": "stabilize",
     "ShownLines": "reshown",
     "HeldElisions": "elision",
     "unstored_form": "unstored",

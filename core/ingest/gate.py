@@ -27,7 +27,7 @@ from ..passes.base import PassContext, preview, recall_hint
 from .intent import ingest_assistant, ingest_user, safe_image
 from .pipeline import Ingested, Pipeline
 from .reshown import ShownLines, fold_reshown
-from .stabilize import RECALL_TOOL_NAME
+from .stabilize import is_recall_tool, recalled_by_client
 
 __all__ = [
     "DEDUP_NOTE",
@@ -174,7 +174,10 @@ def ingest_tool_result(
     raw_chars = len(original)
     aid = artifact_id_for(original)
     tool = call.name if call else str(msg.get("name") or "")
-    if tool == RECALL_TOOL_NAME:
+    by_client = recalled_by_client(tool, call.arguments) if call is not None else None
+    if by_client is not None or is_recall_tool(tool):
+        for recalled in by_client or ():  # no one else noted these for the gate
+            state.note_recall(recalled)
         return _recalled(msg, original, aid, raw_chars, cfg, put)
     ctx = PassContext(tool_name=tool, arguments=call.parsed if call else {}, artifact_id=aid)
     source = call.source_key if call else f"{tool}:?"

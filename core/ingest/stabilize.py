@@ -195,6 +195,47 @@ def values_block(values: Sequence[tuple[str, str]], *, title: str) -> str:
 # Tools
 # ---------------------------------------------------------------------------
 RECALL_TOOL_NAME = "recall_artifact"
+MCP_SEPARATOR = "__"  # what MCP clients put between a server's name and its tool's
+MCP_SERVER_NAME = "tokenpilot"  # what `tokenpilot enable` registers our MCP server as
+
+
+def is_recall_tool(name: object) -> bool:
+    """`recall_artifact` as TokenPilot lists it, or as an MCP client lists the one our MCP
+    server offers (`tokenpilot mcp`): Claude Code and Codex name a server's tool
+    `mcp__<server>__<tool>` (older Codex `<server>__<tool>`; a namespace's child
+    `<namespace>.<tool>`). Either way it is a recall."""
+    return isinstance(name, str) and (
+        name == RECALL_TOOL_NAME or name.endswith((MCP_SEPARATOR + RECALL_TOOL_NAME, "." + RECALL_TOOL_NAME))
+    )
+
+
+def served_elsewhere(name: object) -> bool:
+    """A recall tool that TokenPilot neither answers nor counts itself (an MCP client runs
+    it against the store): its answers are counted when they reach the history."""
+    return is_recall_tool(name) and name != RECALL_TOOL_NAME
+
+
+_CODE_RECALL = re.compile(r"\w" + MCP_SEPARATOR + RECALL_TOOL_NAME + r"\s*\(")
+_ARTIFACT_ID = re.compile(r"art_[0-9a-f]{8,64}")
+
+
+def recalled_by_client(name: object, arguments: object) -> list[str] | None:
+    """The artifact ids of a recall the client ran itself, else None: our MCP server's
+    tool called directly, or from code (Codex's code mode runs `exec` JavaScript that
+    calls `tools.mcp__tokenpilot__recall_artifact(...)`); its answer is what the agent
+    asked to get back, and must not be reduced again."""
+    text = arguments if isinstance(arguments, str) else ""
+    if served_elsewhere(name):
+        try:
+            args = json.loads(text) if text.strip() else {}
+        except (ValueError, RecursionError):
+            args = {}
+        aid = args.get("artifact_id") if isinstance(args, Mapping) else None
+        return [aid.strip()] if isinstance(aid, str) else []
+    if _CODE_RECALL.search(text):
+        return _ARTIFACT_ID.findall(text)
+    return None
+
 
 # Short on purpose: it sits in every request of every session, cached or not.
 RECALL_TOOL: dict[str, Any] = {
@@ -271,9 +312,9 @@ def merge_tools(
     wanted = list(incoming or [])
     if (
         include_recall
-        and RECALL_TOOL_NAME not in index
-        and not any(tool_name(t) == RECALL_TOOL_NAME for t in wanted)
-    ):
+        and not any(is_recall_tool(name) for name in index)
+        and not any(is_recall_tool(tool_name(t)) for t in wanted)
+    ):  # a client that lists our MCP server's recall tool gets no second one
         wanted.append(RECALL_TOOL)
     for t in wanted:
         name = tool_name(t)

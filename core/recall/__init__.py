@@ -10,6 +10,8 @@ from .._room import front_door
 
 OFFERS = {
     "answer_recall_call": "tool",
+    "recall_answer": "tool",
+    "RecallAnswer": "tool",
     "recall_in_session": "tool",
     "resolve_session": "tool",
     "recall_arguments": "args",

@@ -5,6 +5,7 @@ a raw tool call answered with text, never with an exception (the model wrote it)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..history.session import Session
@@ -42,29 +43,50 @@ def recall_in_session(
     return result
 
 
+@dataclass(frozen=True, slots=True)
+class RecallAnswer:
+    """A `recall_artifact` call's answer: the tool's text, and whether it is an error (bad
+    arguments, an unknown id, a range or pattern refused, the store unreadable), which an
+    MCP client shows as a failed tool call. The text is the same either way."""
+
+    text: str
+    error: bool
+
+
+def recall_answer(
+    arguments: str | bytes | Mapping[str, Any],
+    recall: Callable[[str, int | None, int | None, str | None], RecallResult],
+    max_chars: int | None = None,
+) -> RecallAnswer:
+    """The answer to a `recall_artifact` call's raw arguments, never an exception (the
+    model wrote them). A whole original longer than `max_chars` comes back as its first
+    lines, with how to ask for the rest (`first_part`)."""
+    try:
+        aid, start, end, pattern = recall_arguments(arguments)
+    except ValueError as exc:
+        return RecallAnswer(
+            f'[tokenpilot: invalid {RECALL_TOOL_NAME} arguments: {exc}. Expected {{"artifact_id": "art_…"}}]',
+            True,
+        )
+    try:
+        result = recall(aid, start, end, pattern)
+    except OSError as exc:  # the store's disk or server, not the model's arguments
+        return RecallAnswer(
+            f"[tokenpilot: the artifact store could not be read ({exc}); try again later]", True
+        )
+    whole = start is None and end is None and not pattern
+    if whole and max_chars is not None and len(result.text) > max_chars:
+        return RecallAnswer(first_part(result, max_chars), False)
+    return RecallAnswer(result.for_model(), not result.found or result.refused)
+
+
 def answer_recall_call(
     arguments: str | bytes | Mapping[str, Any],
     recall: Callable[[str, int | None, int | None, str | None], RecallResult],
     max_chars: int | None = None,
 ) -> str:
-    """The tool's text for a `recall_artifact` call's raw arguments: the recalled text,
-    or what was wrong with the arguments, or that the store could not be read. A whole
-    original longer than `max_chars` comes back as its first lines, with how to ask for
-    the rest (`first_part`)."""
-    try:
-        aid, start, end, pattern = recall_arguments(arguments)
-    except ValueError as exc:
-        return (
-            f'[tokenpilot: invalid {RECALL_TOOL_NAME} arguments: {exc}. Expected {{"artifact_id": "art_…"}}]'
-        )
-    try:
-        result = recall(aid, start, end, pattern)
-    except OSError as exc:  # the store's disk, not the model's arguments
-        return f"[tokenpilot: the artifact store could not be read ({exc}); try again later]"
-    whole = start is None and end is None and not pattern
-    if whole and max_chars is not None and len(result.text) > max_chars:
-        return first_part(result, max_chars)
-    return result.for_model()
+    """The tool's text for a `recall_artifact` call's raw arguments (`recall_answer`)."""
+    return recall_answer(arguments, recall, max_chars).text
 
 
 def first_part(result: RecallResult, max_chars: int) -> str:

@@ -47,6 +47,7 @@ class RecallResult:
     found: bool
     total_lines: int = 0
     note: str = ""
+    refused: bool = False  # found, but not answerable as asked: a range past its end, a pattern too long
 
     def for_model(self) -> str:
         """The tool result the model sees: the note (if any) then the text."""
@@ -185,6 +186,17 @@ class ArtifactStore:
                 if _ID_RE.match(aid):  # not "y:art_…" of a session named "<this id>:y"
                     yield aid
 
+    def sessions(self) -> list[tuple[str, float]]:
+        """(session id, last write time) of every session with a lease, the latest first
+        (a closed session's time is 0): what a reader outside the proxy can look in."""
+        with _failures("read"):
+            found = [
+                (sid, float(self._cache.get(key) or 0.0))
+                for key in self._cache.iterkeys()
+                if isinstance(key, str) and (sid := self._lease_session(key)) is not None
+            ]
+        return sorted(found, key=lambda st: (-st[1], st[0]))
+
     # -- recall (the model-facing read) -------------------------------------
     def recall(
         self,
@@ -268,7 +280,7 @@ def recall_from(
     total = len(lines)
     past = _past_end(start_line, end_line, total, aid)
     if past is not None:
-        return RecallResult(aid, "", True, total, note=past)
+        return RecallResult(aid, "", True, total, note=past, refused=True)
     if pattern:
         return _search(aid, lines, str(pattern), _line_bounds(start_line, end_line, total))
     lo, hi = _line_bounds(start_line, end_line, total)
@@ -281,7 +293,7 @@ def _search(aid: str, lines: list[str], pattern: str, bounds: tuple[int, int]) -
     total = len(lines)
     if len(pattern) > _MAX_PATTERN_CHARS:
         note = f"[tokenpilot: pattern too long ({len(pattern):,} chars; the limit is {_MAX_PATTERN_CHARS:,})]"
-        return RecallResult(aid, "", True, total, note=note)
+        return RecallResult(aid, "", True, total, note=note, refused=True)
     found = search_lines(lines, pattern, *bounds)
     if found.fallback:
         what = (

@@ -82,6 +82,10 @@ class DiskStore:
     ) -> RecallResult:
         return self.artifacts.recall(session_id, artifact_id, start_line, end_line, pattern)
 
+    def sessions(self) -> list[tuple[str, float]]:
+        listed = getattr(self.artifacts, "sessions", None)  # a custom Artifacts may list none
+        return listed() if listed is not None else []
+
     def open_session(self, session_id: str) -> None:
         self.artifacts.open_session(session_id)
 

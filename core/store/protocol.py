@@ -85,6 +85,10 @@ class Store(Artifacts, Protocol):
 
     def load_states(self) -> Iterator[tuple[int, dict[str, Any]]]: ...
 
+    def sessions(self) -> list[tuple[str, float]]:
+        """(session id, last write time) of the sessions with originals, the latest first."""
+        ...
+
     def session_lock(self, session_id: str) -> AbstractContextManager[None]:
         """Re-entrant in a thread; across processes too when `shared`."""
         ...

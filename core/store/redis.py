@@ -290,6 +290,13 @@ class RedisStore:
             if _ID_RE.match(m):
                 yield m
 
+    def sessions(self) -> list[tuple[str, float]]:
+        """(session id, last write time) from the index `ns:leases`, the latest first."""
+        with self._failures("read"):
+            rows = self._r.zrange(self._k("leases"), 0, -1, withscores=True)
+        found = [(from_bytes(bytes.fromhex(h.decode("ascii"))), float(t)) for h, t in rows]
+        return sorted(found, key=lambda st: (-st[1], st[0]))
+
     def recall(
         self,
         session_id: str,

@@ -52,6 +52,11 @@ _REMEMBERED = 1024  # sessions whose journal this process remembers (LRU)
 _GEN = re.compile(r"\.(\d+)\.jnl$")
 
 
+def default_state_dir() -> Path:
+    """Where `tokenpilot serve` keeps session state, and where `tokenpilot mcp` reads it."""
+    return Path.home() / ".cache" / "tokenpilot" / "sessions"
+
+
 @dataclass
 class _Tail:
     """What this process knows of a session's journal: its generation, the end of the head
