@@ -17,7 +17,7 @@ import pytest
 from import_circles import circles
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("tokenpilot_proxy", "tokenpilot_openclaw")
+PACKAGES = ("tokenpilot_proxy", "tokenpilot_openclaw", "tokenpilot_mcp")
 MAX_LINES = 500
 SELF_NAMES = {"self", "cls"}
 
