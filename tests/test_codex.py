@@ -366,3 +366,85 @@ def test_real_codex_falls_back_from_websocket_on_the_first_426(tmp_path, monkeyp
     assert refused and all(u.lower() == "websocket" for u in refused)
     assert len(refused) == 1, refused  # a 405 was retried seven times
     assert fake.responses_requests()
+
+
+PRINT_DATA = "python3 -c \"import sys; sys.stdout.write(open('data.json').read())\""
+
+
+def _print_then_recall_over_mcp(b: dict[str, Any]) -> Reply:
+    """Codex's code mode: `exec` JavaScript runs the shell, then our MCP server's tool
+    (deferred by Codex, callable on `tools`), then the model is done."""
+    last = b["input"][-1]
+    if last.get("type") != "custom_tool_call_output":
+        js = f"const r = await tools.exec_command({{cmd: {json.dumps(PRINT_DATA)}}}); text(r.output);"
+        return Reply("", (ToolCall("exec", js, id="call_cat", custom=True),))
+    if last["call_id"] == "call_cat":
+        handle = re.search(r"art_[0-9a-f]+", json.dumps(last["output"]))
+        if handle is None:
+            return Reply("no recall handle")
+        js = f'text(await tools.mcp__tokenpilot__recall_artifact({{artifact_id: "{handle.group(0)}"}}));'
+        return Reply("", (ToolCall("exec", js, id="call_recall", custom=True),))
+    return Reply("done")
+
+
+@pytest.mark.slow
+def test_real_codex_with_tokenpilots_mcp_server(tmp_path):
+    """`enable codex` registers the MCP server; Codex defers its tools behind a namespace
+    and the model calls recall_artifact from `exec` code: the proxy adds no tool of its own,
+    does not reduce the recalled original again, and the tool list never changes."""
+    codex = ensure_codex()
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".codex").mkdir(parents=True)
+    work.mkdir()
+    data = json.dumps(
+        {"records": [{"id": i, "value": i * 7, "status": "ok", "tags": ["a", "b"]} for i in range(1, 160)]},
+        indent=4,
+    )
+    (work / "data.json").write_text(data)
+    config = home / ".codex" / "config.toml"
+    config.write_text(USER_TOML)
+    loop = LoopThread()
+    fake = FakeUpstream(responder=_print_then_recall_over_mcp)
+    loop.run(fake.start())
+    cache = home / ".cache" / "tokenpilot"  # where `serve` and `mcp` look by default, under this HOME
+    settings = ProxySettings(
+        upstream=fake.url, port=0, store_dir=cache / "artifacts", state_dir=cache / "sessions"
+    )
+    rp = loop.run(RunningProxy(settings, shutdown_timeout_s=1).start())
+    port = rp.url.rsplit(":", 1)[1]
+    env = _codex_env(home)
+    tp = [sys.executable, "-m", "tokenpilot_proxy"]
+    try:
+        enabled = _run([*tp, "enable", "codex", "--port", port, "--start", "none"], env=env, timeout=60)
+        assert enabled.returncode == 0, enabled.stderr
+        assert "[mcp_servers.tokenpilot]" in config.read_text()
+        res = _run(
+            [str(codex), "exec", "--skip-git-repo-check", "show the data"], env=env, cwd=work, timeout=180
+        )
+        disabled = _run([*tp, "disable", "codex"], env=env, timeout=60)
+    finally:
+        loop.run(rp.stop())
+        loop.run(fake.close())
+        loop.close()
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "done" in res.stdout
+    sent = fake.responses_requests()
+    assert len(sent) == 3, [r.body["input"][-1] for r in sent]
+    tools = [json.dumps(r.body["input"][0]) for r in sent]
+    assert sent[0].body["input"][0]["type"] == "additional_tools"
+    assert all(t == tools[0] for t in tools), "the tool list is the same from the first call to the last"
+    assert '"name": "recall_artifact"' not in tools[0], "the proxy added no recall tool of its own"
+    assert "mcp__tokenpilot" in json.dumps(sent[0].body["input"]), "Codex lists our MCP server's namespace"
+    cut = json.dumps(sent[1].body["input"][-1]["output"])
+    assert "art_" in cut and len(cut) < len(data) / 2, "the printed JSON reached the model reduced"
+    # the recall ran in Codex, through the MCP server, and reached the model whole
+    out = sent[2].body["input"][-1]
+    assert out["call_id"] == "call_recall"
+    answer = json.loads(out["output"][-1]["text"])
+    assert answer["isError"] is False
+    note, original = answer["content"][0]["text"].split("\n", 1)
+    assert note.startswith("[tokenpilot: all ") and data in json.loads(original)[-1]["text"]
+    stats = next(iter(rp.proxy.stats.values()))
+    assert stats.recalls == 1 and stats.prefix_breaks == 0
+    assert disabled.returncode == 0, disabled.stderr
+    assert config.read_bytes() == USER_TOML.encode()

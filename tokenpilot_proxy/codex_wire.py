@@ -17,10 +17,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
+
+from tokenpilot.ingest.stabilize import MCP_SEPARATOR, MCP_SERVER_NAME, RECALL_TOOL_NAME
 
 ADDITIONAL_TOOLS = "additional_tools"
 
@@ -63,6 +66,30 @@ def core_view(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 if isinstance(child, Mapping) and isinstance(child.get("name"), str):
                     out.append({**child, "name": f"{t['name']}.{child['name']}"})
     return out
+
+
+_DEFERRED_BLOCK = "Deferred tool namespaces:"
+_NAMESPACE_LINE = re.compile(r"^- ([A-Za-z0-9_.-]+):", re.M)
+
+
+def deferred_recall(items: Sequence[Any]) -> list[dict[str, Any]]:
+    """Our MCP server's `recall_artifact` where Codex defers it: Codex lists the tools of
+    an MCP server behind a namespace named only in a developer message (`<tools>` ...
+    "Deferred tool namespaces:" ... `- mcp__tokenpilot: ...`), called from `exec` code.
+    The core then sees the client's recall tool and adds no copy; the entry is never sent
+    (the item path sends only the client's tools and the proxy's own recall tool)."""
+    for item in items:
+        if not (isinstance(item, Mapping) and item.get("type", "message") == "message"):
+            continue
+        if item.get("role") != "developer" or not isinstance(item.get("content"), list):
+            continue
+        for part in item["content"]:
+            text = part.get("text") if isinstance(part, Mapping) else None
+            if isinstance(text, str) and _DEFERRED_BLOCK in text:
+                for ns in _NAMESPACE_LINE.findall(text.split(_DEFERRED_BLOCK, 1)[1]):
+                    if ns.endswith(MCP_SEPARATOR + MCP_SERVER_NAME):
+                        return [{"type": "function", "name": f"{ns}{MCP_SEPARATOR}{RECALL_TOOL_NAME}"}]
+    return []
 
 
 def add_to_items(items: list[dict[str, Any]], tool: Mapping[str, Any]) -> list[dict[str, Any]]:

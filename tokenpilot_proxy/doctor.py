@@ -24,6 +24,8 @@ import argparse
 import json
 import os
 import re
+import shutil
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from typing import Any
 from tokenpilot_openclaw.doctor import openclaw_checks
 from tokenpilot_proxy.checks import FAIL, OK, WARN, Check, check_proxy, check_stats, saved_stats
 from tokenpilot_proxy.hosts.enable import missing_proxy_extra
+from tokenpilot_proxy.hosts.mcp_config import MODULE, SERVER_NAME, claude_json_path
 from tokenpilot_proxy.serve_options import DEFAULT_PORT, default_state_dir
 
 HOSTS = ("claude-code", "codex", "openclaw")
@@ -233,6 +236,7 @@ def host_checks(host: str, args: argparse.Namespace) -> list[Check]:
         found, url = check_claude_code(claude_settings_path(args.claude_settings))
     else:
         found, url = check_codex(codex_home(args.codex_home))
+    found.append(check_mcp(host, args))
     missing = missing_proxy_extra()
     if missing:  # the host points at a proxy that cannot start here
         found.append(Check(FAIL, "proxy extra", f"{', '.join(missing)} missing: `tokenpilot serve` cannot "
@@ -241,6 +245,40 @@ def host_checks(host: str, args: argparse.Namespace) -> list[Check]:
     if url is None:
         return found
     return found + proxy_checks(_proxy_base(url), args)
+
+
+def check_mcp(host: str, args: argparse.Namespace) -> Check:
+    """TokenPilot's MCP server in the client's MCP configuration: absent (the proxy's own
+    tool then), or registered with a command that can start it here."""
+    try:
+        if host == "claude-code":
+            where = claude_json_path()
+            data = json.loads(where.read_text(encoding="utf-8") or "{}") if where.exists() else {}
+            entry = (data.get("mcpServers") or {}).get(SERVER_NAME) if isinstance(data, dict) else None
+        else:
+            where = codex_home(args.codex_home) / "config.toml"
+            entry = (read_toml(where).get("mcp_servers") or {}).get(SERVER_NAME) if where.exists() else None
+    except (OSError, ValueError, AttributeError) as exc:
+        return Check(WARN, "MCP server", f"could not read the client's MCP configuration: {exc}")
+    if entry is None:
+        return Check(OK, "MCP server", f"not registered in {where}: the proxy adds recall_artifact and "
+                     "answers it (`tokenpilot enable` registers the server)")  # fmt: skip
+    command = entry.get("command") if isinstance(entry, dict) else None
+    args_ = entry.get("args") if isinstance(entry, dict) else None
+    if not isinstance(command, str) or not (Path(command).exists() or shutil.which(command)):
+        return Check(
+            FAIL,
+            "MCP server",
+            f"{where}: {command!r} cannot be started: run `tokenpilot enable {host}` again",
+        )
+    if isinstance(args_, list) and args_[:2] == ["-m", MODULE]:
+        probe = subprocess.run(
+            [command, "-c", f"import {MODULE}.serve"], capture_output=True, text=True, timeout=60
+        )
+        if probe.returncode != 0:
+            return Check(FAIL, "MCP server", f"{command} cannot run it: pip install 'tokenpilot[mcp]' "
+                         f"({probe.stderr.strip().splitlines()[-1:] or ['no output']})")  # fmt: skip
+    return Check(OK, "MCP server", f"{where}: {command} {' '.join(map(str, args_ or []))}")
 
 
 def run_host_doctor(args: argparse.Namespace) -> int:

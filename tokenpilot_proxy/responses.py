@@ -190,7 +190,9 @@ def to_core(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
     if isinstance(tools, list):
         return out, tools_to_core(tools)
     carried = codex_wire.item_tools(items)  # Codex: tools in an `additional_tools` item
-    return out, (tools_to_core(codex_wire.core_view(carried)) if carried is not None else None)
+    if carried is None:
+        return out, None
+    return out, tools_to_core(codex_wire.core_view(carried) + codex_wire.deferred_recall(items))
 
 
 def tools_to_core(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ class ToolCall:
     name: str
     arguments: Mapping[str, Any] | str
     id: str = ""
+    custom: bool = False  # Responses: a custom tool's call (free-form `input`, e.g. Codex's `exec`)
 
     def arguments_json(self) -> str:
         return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)

@@ -189,8 +189,16 @@ class FakeUpstream(LocalServer):
             output.append({"type": "message", "id": f"msg_fake{n}", "status": "completed", "role": "assistant",
                            "content": [{"type": "output_text", "text": reply.text, "annotations": []}]})  # fmt: skip
         for i, c in enumerate(reply.tool_calls):
-            output.append({"type": "function_call", "id": f"fc_fake{n}_{i}", "call_id": c.id or f"call_fake_{n}_{i}",
-                           "name": c.name, "arguments": c.arguments_json(), "status": "completed"})  # fmt: skip
+            call = {
+                "id": f"fc_fake{n}_{i}",
+                "call_id": c.id or f"call_fake_{n}_{i}",
+                "name": c.name,
+                "status": "completed",
+            }
+            if c.custom:
+                output.append({"type": "custom_tool_call", **call, "input": c.arguments_json()})
+            else:
+                output.append({"type": "function_call", **call, "arguments": c.arguments_json()})
         out_tokens = max(len(reply.text) // CHARS_PER_TOKEN, 1)
         response = {
             "id": f"resp_fake{n}", "object": "response", "created_at": 0, "status": "completed",
@@ -299,6 +307,11 @@ def _responses_events(response: Mapping[str, Any], chunk_chars: int) -> list[dic
                        for i in range(0, len(text), step)]  # fmt: skip
             events.append({"type": "response.output_text.done", **base, "text": text})
             events.append({"type": "response.content_part.done", **base, "part": {**part, "text": text}})
+        elif item["type"] == "custom_tool_call":
+            events.append({"type": "response.output_item.added", "output_index": k,
+                           "item": {**item, "status": "in_progress", "input": ""}})  # fmt: skip
+            base = {"item_id": item["id"], "output_index": k}
+            events.append({"type": "response.custom_tool_call_input.done", **base, "input": item["input"]})
         else:
             args = item["arguments"]
             events.append({"type": "response.output_item.added", "output_index": k,

@@ -44,6 +44,12 @@ def add_enable_arguments(p: argparse.ArgumentParser) -> None:
         help="how the proxy starts with the host: a systemd user service where `systemctl --user` "
         "works, else a launcher the host runs at start-up (auto, the default)",
     )
+    p.add_argument(
+        "--no-mcp",
+        action="store_true",
+        help="claude-code and codex: do not register TokenPilot's MCP server in the client; the "
+        "proxy then adds recall_artifact to the requests and answers it itself",
+    )
 
 
 def add_disable_arguments(p: argparse.ArgumentParser) -> None:

@@ -21,7 +21,15 @@ else:  # pragma: no cover - Python 3.10
 PROVIDER_ID = "tokenpilot"
 _HEADER = re.compile(r"^\s*\[")
 _PROVIDER_KEY = re.compile(r"^\s*model_provider\s*=")
-_OUR_TABLE = re.compile(rf'^\s*\[\s*model_providers\s*\.\s*("?){PROVIDER_ID}\1\s*\]\s*(#.*)?$')
+MCP_ID = "tokenpilot"
+
+
+def _table(parent: str, name: str) -> re.Pattern[str]:
+    return re.compile(rf'^\s*\[\s*{parent}\s*\.\s*("?){name}\1\s*\]\s*(#.*)?$')
+
+
+_OUR_TABLE = _table("model_providers", PROVIDER_ID)
+_OUR_MCP_TABLE = _table("mcp_servers", MCP_ID)
 
 
 class TomlEditError(ValueError):
@@ -36,8 +44,11 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def enable_text(text: str, base_url: str, env_key: str = "OPENAI_API_KEY") -> str:
-    """`text` with `model_provider = "tokenpilot"` and our provider table; idempotent."""
+def enable_text(
+    text: str, base_url: str, env_key: str = "OPENAI_API_KEY", *, mcp: tuple[str, list[str]] | None = None
+) -> str:
+    """`text` with `model_provider = "tokenpilot"` and our provider table, and with `mcp`
+    ((command, args)) our MCP server's `[mcp_servers.tokenpilot]` table; idempotent."""
     try:
         before = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -55,7 +66,23 @@ def enable_text(text: str, base_url: str, env_key: str = "OPENAI_API_KEY") -> st
         gap = ["\n"] if first_header < len(lines) else []
         lines[first_header:first_header] = [key_line, *gap]
     body = [f"[model_providers.{PROVIDER_ID}]\n"] + [f"{k} = {_quote(v)}\n" for k, v in table.items()]
-    start = next((i for i, line in enumerate(lines) if _OUR_TABLE.match(line)), None)
+    _set_table(lines, _OUR_TABLE, body)
+    server = None
+    if mcp is not None:
+        # required: Codex waits for the server before its first request, so the first
+        # request already lists the tool (else the proxy adds its own copy, for good)
+        server = {"command": mcp[0], "args": list(mcp[1]), "required": True}
+        args = ", ".join(_quote(a) for a in server["args"])
+        body = [f"[mcp_servers.{MCP_ID}]\n", f"command = {_quote(server['command'])}\n", f"args = [{args}]\n"]
+        _set_table(lines, _OUR_MCP_TABLE, [*body, "required = true\n"])
+    out = "".join(lines)
+    _check(before, out, table, server)
+    return out
+
+
+def _set_table(lines: list[str], header: re.Pattern[str], body: list[str]) -> None:
+    """Our table's lines in place of the one there (up to the next header), else at the end."""
+    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
     if start is None:
         if lines and lines[-1].strip():
             lines.append("\n")
@@ -63,12 +90,9 @@ def enable_text(text: str, base_url: str, env_key: str = "OPENAI_API_KEY") -> st
     else:
         end = next((i for i in range(start + 1, len(lines)) if _HEADER.match(lines[i])), len(lines))
         lines[start:end] = body + (["\n"] if end < len(lines) else [])
-    out = "".join(lines)
-    _check(before, out, table)
-    return out
 
 
-def _check(before: dict[str, Any], out: str, table: dict[str, str]) -> None:
+def _check(before: dict[str, Any], out: str, table: dict[str, str], server: dict[str, Any] | None) -> None:
     """The edited text parses to the user's config plus our two keys, nothing else."""
     try:
         after = tomllib.loads(out)
@@ -79,8 +103,10 @@ def _check(before: dict[str, Any], out: str, table: dict[str, str]) -> None:
     providers = dict(expected.get("model_providers") or {})
     providers[PROVIDER_ID] = table
     expected["model_providers"] = providers
+    if server is not None:
+        expected["mcp_servers"] = {**dict(expected.get("mcp_servers") or {}), MCP_ID: server}
     if after != expected:
         raise TomlEditError(
-            "the file defines model_provider or model_providers.tokenpilot in a form this edit "
+            "the file defines model_provider, model_providers.tokenpilot or mcp_servers.tokenpilot in a form this edit "
             "does not handle (inline table, dotted key or multi-line string): set them by hand"
         )

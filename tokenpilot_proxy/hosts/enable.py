@@ -28,11 +28,19 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tokenpilot_proxy.hosts import DEFAULT_PORTS, DEFAULT_UPSTREAMS
 from tokenpilot_proxy.hosts.backups import Backups, Manifest
 from tokenpilot_proxy.hosts.codex_toml import TomlEditError, enable_text
+from tokenpilot_proxy.hosts.mcp_config import (
+    SERVER_NAME,
+    claude_json_path,
+    claude_mcp_text,
+    is_claude_json,
+    json_object,
+    mcp_available,
+    server_command,
+)
 from tokenpilot_proxy.hosts.service import (
     launcher_command,
     systemctl_user,
@@ -41,7 +49,7 @@ from tokenpilot_proxy.hosts.service import (
     unit_path,
     unit_text,
 )
-from tokenpilot_proxy.hosts.undo import unapply_claude_settings, unapply_lines, user_edits
+from tokenpilot_proxy.hosts.undo import unapply_claude_mcp, unapply_claude_settings, unapply_lines, user_edits
 
 
 class EnableError(Exception):
@@ -102,15 +110,22 @@ def plan_claude_code(ns: argparse.Namespace, mode: str) -> Plan:
     port = ns.port or DEFAULT_PORTS["claude-code"]
     url = f"http://127.0.0.1:{port}"
     args = serve_args(ns.upstream or DEFAULT_UPSTREAMS["claude-code"], port)
-    text = _read(path)
     try:
-        data: Any = json.loads(text) if text and text.strip() else {}
-    except json.JSONDecodeError as exc:
-        raise EnableError(f"{path} is not valid JSON ({exc}); fix it first") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("env", {}), dict):
-        raise EnableError(f"{path}: expected a JSON object with an object `env`")
+        data = json_object(_read(path), path, "env")
+    except ValueError as exc:
+        raise EnableError(str(exc)) from exc
     data.setdefault("env", {})["ANTHROPIC_BASE_URL"] = url
     plan = Plan(notes=[f"Claude Code sends its requests to {url} (env.ANTHROPIC_BASE_URL)"])
+    if _with_mcp(ns, plan):
+        global_config = claude_json_path()
+        try:
+            plan.writes[global_config] = claude_mcp_text(_read(global_config), global_config).encode()
+        except ValueError as exc:
+            raise EnableError(str(exc)) from exc
+        plan.notes.append(
+            f"Claude Code lists recall_artifact from TokenPilot's MCP server (mcpServers.{SERVER_NAME} "
+            f"in {global_config}); allow mcp__{SERVER_NAME}__recall_artifact in its permissions"
+        )
     if mode == "launcher":
         command = launcher_command(url, log_path("claude-code"), args)
         hooks = data.setdefault("hooks", {})
@@ -131,11 +146,17 @@ def plan_codex(ns: argparse.Namespace, mode: str) -> Plan:
     port = ns.port or DEFAULT_PORTS["codex"]
     url = f"http://127.0.0.1:{port}"
     args = serve_args(ns.upstream or DEFAULT_UPSTREAMS["codex"], port)
+    plan = Plan(notes=[f'Codex uses model_provider = "tokenpilot" ({url}/v1)'])
+    mcp = server_command() if _with_mcp(ns, plan) else None
     try:
-        text = enable_text(_read(path) or "", f"{url}/v1")
+        text = enable_text(_read(path) or "", f"{url}/v1", mcp=mcp)
     except TomlEditError as exc:
         raise EnableError(f"{path}: {exc}") from exc
-    plan = Plan({path: text.encode()}, [f'Codex uses model_provider = "tokenpilot" ({url}/v1)'])
+    plan.writes[path] = text.encode()
+    if mcp is not None:
+        plan.notes.append(
+            f"Codex lists recall_artifact from TokenPilot's MCP server ([mcp_servers.{SERVER_NAME}])"
+        )
     if mode == "launcher":
         plan.notes.append(
             "no systemd user service here, and Codex runs hooks only once trusted: start the proxy "
@@ -143,6 +164,20 @@ def plan_codex(ns: argparse.Namespace, mode: str) -> Plan:
         )
     _service(plan, "codex", args, mode)
     return plan
+
+
+def _with_mcp(ns: argparse.Namespace, plan: Plan) -> bool:
+    """Whether to register the MCP server: unless `--no-mcp`, where it can run."""
+    if getattr(ns, "no_mcp", False):
+        plan.notes.append("no MCP server (--no-mcp): the proxy adds recall_artifact and answers it")
+        return False
+    if not mcp_available():
+        plan.notes.append(
+            "no MCP server registered: pip install 'tokenpilot[mcp]' and enable again to list "
+            "recall_artifact in the client; meanwhile the proxy adds it and answers it"
+        )
+        return False
+    return True
 
 
 PLANNERS: dict[str, Callable[[argparse.Namespace, str], Plan]] = {
@@ -271,7 +306,12 @@ def _kept_edits(host: str, manifest: Manifest) -> tuple[dict[str, bytes], list[s
         except UnicodeDecodeError:
             conflicts.append(f"{path}: changed since enable and not text")
             continue
-        if host == "claude-code" and path.name.endswith(".json"):
+        if host == "claude-code" and is_claude_json(path):
+            ours = json.loads(wrote_text).get("mcpServers", {}).get(SERVER_NAME)  # what enable wrote
+            undone = unapply_claude_mcp(before, now_text, ours)
+            if undone is not None and before is None and json.loads(undone) == {}:
+                continue  # nothing left but what enable wrote: remove the file
+        elif host == "claude-code" and path.name.endswith(".json"):
             undone = unapply_claude_settings(before, now_text)
         else:
             undone = unapply_lines(before or "", wrote_text, now_text)

@@ -20,6 +20,8 @@ import difflib
 import json
 from typing import Any
 
+from tokenpilot.ingest.stabilize import MCP_SERVER_NAME
+
 LAUNCHER = "tokenpilot_proxy.hosts.launch"  # what our hook's command runs
 OLD_LAUNCHER = "tokenpilot_openclaw.hosts.launch"  # written by enable before 0.2
 
@@ -62,15 +64,22 @@ def _ours(entry: Any) -> bool:
     )
 
 
-def unapply_claude_settings(before: str | None, current: str) -> str | None:
-    """Claude Code's settings with enable's keys taken out, the user's other edits kept."""
+def _objects(before: str | None, current: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(current, before) as JSON objects; None when either is not one."""
     try:
         now = json.loads(current) if current.strip() else {}
         old = json.loads(before) if before and before.strip() else {}
     except json.JSONDecodeError:
         return None
-    if not isinstance(now, dict) or not isinstance(old, dict):
+    return (now, old) if isinstance(now, dict) and isinstance(old, dict) else None
+
+
+def unapply_claude_settings(before: str | None, current: str) -> str | None:
+    """Claude Code's settings with enable's keys taken out, the user's other edits kept."""
+    got = _objects(before, current)
+    if got is None:
         return None
+    now, old = got
     env, old_env = now.get("env"), old.get("env") if isinstance(old.get("env"), dict) else {}
     if isinstance(env, dict):
         if "ANTHROPIC_BASE_URL" in old_env:
@@ -87,6 +96,28 @@ def unapply_claude_settings(before: str | None, current: str) -> str | None:
             del hooks["SessionStart"]
         if not hooks and "hooks" not in old:
             del now["hooks"]
+    return json.dumps(now, indent=2, ensure_ascii=False) + "\n"
+
+
+def unapply_claude_mcp(before: str | None, current: str, ours: dict[str, Any]) -> str | None:
+    """Claude Code's global config with our MCP server (`ours`, under `mcpServers.tokenpilot`)
+    taken out, or put back as it was before enable; the rest as Claude Code and the user
+    left it. None when the user changed our entry (it is theirs now)."""
+    got = _objects(before, current)
+    if got is None:
+        return None
+    now, old = got
+    servers = now.get("mcpServers")
+    old_servers = old.get("mcpServers") if isinstance(old.get("mcpServers"), dict) else {}
+    if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
+        if servers[MCP_SERVER_NAME] != ours:
+            return None
+        if MCP_SERVER_NAME in old_servers:
+            servers[MCP_SERVER_NAME] = old_servers[MCP_SERVER_NAME]
+        else:
+            del servers[MCP_SERVER_NAME]
+        if not servers and "mcpServers" not in old:
+            del now["mcpServers"]
     return json.dumps(now, indent=2, ensure_ascii=False) + "\n"
 
 
