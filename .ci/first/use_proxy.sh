@@ -32,4 +32,20 @@ PY
 kill -TERM "$pid"
 wait "$pid"
 tail -n 3 "$home/serve.log"
+# the extra brings `tokenpilot mcp` too: the MCP SDK's own client recalls what the proxy stored
+"$venv/bin/python" - "$venv/bin/tokenpilot" <<'PY'
+import asyncio, re, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from tokenpilot.store.artifacts import ArtifactStore, default_store_dir
+sid, aid = next((s, a) for s, _ in ArtifactStore(default_store_dir()).sessions() for a in ArtifactStore(default_store_dir()).artifact_ids(s))
+async def main():
+    async with stdio_client(StdioServerParameters(command=sys.argv[1], args=["mcp"])) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            got = await s.call_tool("recall_artifact", {"artifact_id": aid, "start_line": 1, "end_line": 2})
+            print("mcp: tools", [t.name for t in (await s.list_tools()).tools], "| recall:", got.content[0].text[:100].replace("\n", " / "))
+            assert not got.isError and "00000 INFO" in got.content[0].text
+asyncio.run(main())
+PY
 rm -rf "$home"
