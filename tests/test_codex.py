@@ -298,8 +298,12 @@ def test_real_codex_enabled_by_tokenpilot_keeps_its_cache_and_headers(tmp_path, 
     env = _codex_env(home)
     try:
         tp = [sys.executable, "-m", "tokenpilot_proxy"]
-        enabled = _run([*tp, "enable", "codex", "--port", port, "--start", "none"], env=env, timeout=60)
+        # --no-mcp: the proxy's own recall_artifact (with the MCP server: the test further down)
+        enabled = _run(
+            [*tp, "enable", "codex", "--port", port, "--start", "none", "--no-mcp"], env=env, timeout=60
+        )
         assert enabled.returncode == 0, enabled.stderr
+        assert "mcp_servers" not in config.read_text()
         assert f'base_url = "http://127.0.0.1:{port}/v1"' in config.read_text()
         res = _run(
             [str(codex), "exec", "--skip-git-repo-check", "look around"], env=env, cwd=work, timeout=180
