@@ -151,32 +151,31 @@ def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
 
 
+def _mcp_error(code: int, message: str) -> McpError:
+    """A JSON-RPC error for a resource request (resources have no `isError` result)."""
+    return McpError(types.ErrorData(code=code, message=message))
+
+
 def _sessions_or_error(reader: StoreReader) -> list[tuple[str, float]]:
     try:
         return reader.sessions()
     except OSError as exc:
-        raise McpError(
-            types.ErrorData(code=types.INTERNAL_ERROR, message=f"the store could not be read: {exc}")
-        ) from exc
+        raise _mcp_error(types.INTERNAL_ERROR, f"the store could not be read: {exc}") from exc
 
 
 def _read_resource(reader: StoreReader, uri: str) -> list[ReadResourceContents]:
     try:
         session, aid = parse_uri(uri)
     except ValueError as exc:
-        raise McpError(types.ErrorData(code=types.INVALID_PARAMS, message=str(exc))) from exc
+        raise _mcp_error(types.INVALID_PARAMS, str(exc)) from exc
     try:
         if aid is None:
             return [ReadResourceContents(listing_text(session, reader.kept(session)), "text/markdown")]
         return [ReadResourceContents(reader.artifacts.get(session, aid), "text/plain")]
     except ArtifactNotFound as exc:
-        raise McpError(
-            types.ErrorData(code=types.INVALID_PARAMS, message=f"no artifact {aid!r} in session {session!r}")
-        ) from exc
+        raise _mcp_error(types.INVALID_PARAMS, f"no artifact {aid!r} in session {session!r}") from exc
     except OSError as exc:
-        raise McpError(
-            types.ErrorData(code=types.INTERNAL_ERROR, message=f"the store could not be read: {exc}")
-        ) from exc
+        raise _mcp_error(types.INTERNAL_ERROR, f"the store could not be read: {exc}") from exc
 
 
 def _when(at: float) -> str:
