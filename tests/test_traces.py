@@ -54,6 +54,9 @@ EXPECTED = {
     # not 18: two of its replies answer prompts that only its `user_message` events record
     # (tests/test_traces_codex_cli.py).
     "codex_cli": ("codex_cli", 2, 23, 3, 7_266 + 7_546 + 7_662, 7_296 + 7_552),
+    # The README counts 46 calls, 44 with non-zero tokens: a cancelled call's all-zero
+    # tokens are no usage.
+    "gemini_cli": ("gemini_cli", 7, 46, 44, 896_230, 606_113),
 }
 
 
@@ -97,6 +100,7 @@ def test_every_shared_file_is_detected_by_content() -> None:
         "tau_bench": 1,
         "swe_agent": 22,
         "codex_cli": 2,
+        "gemini_cli": 7,
     }
 
 

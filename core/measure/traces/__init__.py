@@ -15,6 +15,7 @@ from pathlib import Path
 from . import (
     claude_code,
     codex_cli,
+    gemini_cli,
     mini_swe_agent,
     openai_chat,
     openclaw,
@@ -54,6 +55,7 @@ FORMATS = (
     "tau_bench",
     "tau2",
     "codex_cli",
+    "gemini_cli",
 )
 
 
@@ -89,6 +91,8 @@ def _import(payload: Payload) -> list[Session]:
         return tau2.load(p, data)
     if fmt == "codex_cli":
         return codex_cli.load(p, data)
+    if fmt == "gemini_cli":
+        return gemini_cli.load(p, data)
     raise TraceFormatError(p, f"no importer for format {fmt!r}")
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import gemini_cli
 from .model import TraceFormatError, UnrecognizedTrace
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -118,6 +119,8 @@ def classify_json(path: Path, obj: Any) -> str:
             isinstance(t, dict) and ("transcript" in t or "llm_calls" in t) for t in tasks
         ):
             return "openclaw_pinchbench"
+        if gemini_cli.looks_like(obj):
+            return "gemini_cli"
         if isinstance(obj.get("messages"), list) and all(_is_message(m) for m in obj["messages"]):
             return "openai_chat"
         raise UnrecognizedTrace(path, "JSON object of no known trace format")
