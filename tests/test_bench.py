@@ -40,6 +40,7 @@ FIELDS = {
     "kind",
     "side_calls",
     "retention_all",
+    "recoverable_all",
     "recall_usd",
 }
 
@@ -57,6 +58,9 @@ def test_default_workload_meets_the_targets(workload):
     assert tp["cost_usd"] <= 0.40 * van["cost_usd"], (tp, van)
     assert tp["cache_hit_rate"] >= 0.85
     assert tp["retention"] >= 0.90 and tp["recoverable"] == 1.0
+    # Under the rule that counts the agent's own words too, the system prompt's workspace
+    # paths (rewritten to placeholders, their value shown once) read as hidden: not 1.0.
+    assert tp["recoverable_all"] >= tp["retention_all"] >= 0.95
     assert van["retention"] == 1.0
 
 

@@ -3,6 +3,7 @@ priced by the bench's simulator like any method, and never hiding a need."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from pathlib import Path
 
@@ -200,8 +201,9 @@ def test_the_oracle_is_told_the_recording_before_it_renders():
     reason="needs ../shared/traces (the shared recordings; CI has them)",
 )
 def test_on_recorded_claude_code_sessions_the_oracle_keeps_every_need():
-    """On real sessions: retention 100% (raw), as kept as TokenPilot's ingestion keeps
-    it (with reductions), no recalls, never dearer than what it evicts from."""
+    """On real sessions: retention 100% under both rules, with and without TokenPilot's
+    reductions (a reduction that hid a later need is shown as sent), no recalls, never
+    dearer than what it evicts from."""
     from tokenpilot.measure.traces import load
 
     sessions = load(SHARED / "claude_code_mclaude")
@@ -209,7 +211,82 @@ def test_on_recorded_claude_code_sessions_the_oracle_keeps_every_need():
     glob = replay(sessions, TokenPilotMethod(batch_turns=None)).record()
     raw = replay(sessions, HindsightOracle(Vanilla(), "oracle_raw")).record()
     full = replay(sessions, oracle_methods()[0]).record()
-    assert raw["retention"] == 1.0 and raw["recalls_charged"] == 0
-    assert full["retention"] == glob["retention"] and full["recalls_charged"] == 0
+    assert glob["retention_all"] < 1.0  # the reductions alone hide some of the agent's words
+    for run in (raw, full):
+        assert run["retention"] == run["retention_all"] == 1.0 and run["recalls_charged"] == 0
     assert raw["cost_usd"] < vanilla["cost_usd"]
     assert full["cost_usd"] < glob["cost_usd"]
+
+
+def _written_then_reused() -> Session:
+    """The agent writes a script through a heredoc (a name of its own, `check_totals`),
+    runs unrelated commands, then edits the script naming that function again."""
+    msgs: list[dict] = [
+        {"role": "system", "content": "You are a coding agent. " * 40},
+        {"role": "user", "content": "Reproduce the bug, please."},
+    ]
+    script = "cat > repro.py << 'EOF'\ndef check_totals():\n    pass\nEOF"
+    steps = [script] + [f"ls dir_{k}" for k in range(5)]
+    for k, cmd in enumerate(steps):
+        args = '{"command": "' + cmd + '"}'
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": f"c{k}", "type": "function", "function": {"name": "bash", "arguments": args}}
+                ],
+            }
+        )
+        body = "\n".join(f"entry_{k}_{n} " + "x" * 60 for n in range(60))
+        msgs.append({"role": "tool", "tool_call_id": f"c{k}", "content": body})
+    msgs.append({"role": "assistant", "content": "Now fix check_totals in repro.py."})
+    calls = [RecordedCall(0, 2 + 2 * k, Usage(0, 0, None, 20), 1000.0 + k, "m") for k in range(1, 7)]
+    return Session("w", "test", "openai_chat", msgs, [], calls)
+
+
+def test_the_oracle_keeps_what_the_agent_wrote_while_it_is_used():
+    """The agent's own heredoc is a need under the rule that counts every source: the
+    oracle keeps that turn until the last call that uses it (the old rule dropped it)."""
+    session = _written_then_reused()
+    run = replay([session], HindsightOracle(Vanilla())).record()
+    assert run["retention"] == run["retention_all"] == 1.0
+    chain = _chain(session)
+    written = next(u for u, unit in enumerate(chain.units) if unit.start == 2)
+    assert chain.death[written] == len(chain.calls) - 1
+
+
+def test_a_reduction_that_hides_a_later_need_is_shown_as_sent():
+    """A shell output past its truncation limit keeps head and tail; a later answer names
+    a line from its middle. The oracle shows that output whole from its arrival on (one
+    form, so the prefix holds), and every other output as TokenPilot reduces it."""
+    ids = [hashlib.sha256(str(n).encode()).hexdigest()[:12] for n in range(1200)]
+    big = "\n".join(f"row {n} id {ids[n]}" for n in range(1200))
+    msgs: list[dict] = [
+        {"role": "system", "content": "You are a coding agent. " * 40},
+        {"role": "user", "content": "Find the odd row."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c0",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command": "dump"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c0", "content": big},
+        {"role": "assistant", "content": "Still looking."},
+        {"role": "user", "content": "Well?"},
+        {"role": "assistant", "content": f"It is {ids[600]}."},
+    ]
+    calls = [
+        RecordedCall(0, 4, Usage(0, 0, None, 5), 1000.0, "m"),
+        RecordedCall(0, 6, Usage(0, 0, None, 5), 1001.0, "m"),
+    ]
+    session = Session("r", "test", "openai_chat", msgs, [], calls)
+    glob = replay([session], TokenPilotMethod(batch_turns=None)).record()
+    assert glob["retention"] < 1.0  # the truncation cut the middle
+    run = replay([session], oracle_methods()[0]).record()
+    assert run["retention"] == run["retention_all"] == 1.0 and run["prefix_breaks"] == 0

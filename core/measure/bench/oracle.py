@@ -2,7 +2,7 @@
 
 It reads the whole session first, so it knows the last call that needs each turn, and
 removes a turn only after that call: nothing it hides is ever needed again (retention
-100% of what its ingestion kept, no recall tool, no recalls). What is left to choose is
+100% under both of the bench's rules, no recall tool, no recalls). What is left to choose is
 *when*: every eviction breaks the provider's prefix cache from the first changed
 message, so evicting all that is dead at every call can cost more than never evicting.
 The oracle picks the cheapest schedule by an exact dynamic programme over eviction
@@ -13,6 +13,11 @@ Choices, after `../shared/FRONTIER.md`:
 - *Granularity: the turn.* An assistant message and the tool outputs that answer it
   (observations too, for text-action agents) become one stub, which is what
   TokenPilot's segment eviction removes. User and system messages stay.
+- *Needs, both rules.* What a call needs is every identifier its recorded output uses
+  that an earlier message of its prompt showed first, the agent's own words and
+  arguments included (`NeedIndex.needs(any_source=True)`): what the agent wrote itself
+  (a file through a heredoc, its notes) is kept for as long as it is used, never
+  dropped for free.
 - *One holder.* An identifier a call needs stays visible in at least one message: a
   message that is not evictable, or one turn kept for it (the one already kept, else
   the smallest that holds it, greedily).
@@ -21,9 +26,12 @@ Choices, after `../shared/FRONTIER.md`:
   having seen it), so a turn no call needs leaves after that call, never before.
 - *At an eviction point e* everything dead at e leaves: the turns in call e's prompt
   that no call from e on needs. Turns that arrive later wait for the next point.
-- *Ingestion* (`base`). `oracle` ingests exactly as TokenPilot does (its reductions, system
+- *Ingestion* (`base`). `oracle` ingests as TokenPilot does (its reductions, system
   placeholders and tool list: `tokenpilot_global`'s renders), so the comparison
-  isolates what to evict and when; `oracle_raw` evicts from the agent's own prompt.
+  isolates what to evict and when, except where a reduction hides what a later call
+  needs: that message is shown as the agent sent it, from its arrival on
+  (`keep_what_is_needed`; the form is chosen once, so the prefix stays stable).
+  `oracle_raw` evicts from the agent's own prompt.
 
 The closed form (`CostModel.call_cost`) prices a call from the previous call's request
 alone: the cached prefix is the part both share (up to the first changed message), cut
@@ -36,145 +44,39 @@ check it against brute force over every schedule of small sessions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ...messages.observations import is_observation
 from ...pricing import Prices
 from ..cache_segments import message_segments, prefix_segments, segments_tokens
 from ..cachesim import Profile, get_profile
 from ..traces.model import Session
 from .method import Message, Method, MethodSession, Rendered, Stateless
+from .oracle_chain import (
+    NONE,
+    Call,
+    Chain,
+    Unit,
+    assign_deaths,
+    message_tokens_at,
+    stub_message,
+    units_of,
+)
 from .retention import NeedIndex, Visibility
 
-NONE = -1  # the eviction point "none yet": nothing stubbed
-
-
-# ---------------------------------------------------------------------------
-# turns and what needs them
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """Messages [start, end) of a session evicted together: one assistant turn."""
-
-    start: int
-    end: int
-
-
-def units_of(messages: Sequence[Mapping[str, Any]]) -> list[Unit]:
-    """Each assistant message with the tool outputs (or observations) that answer it."""
-    out = []
-    i = 0
-    while i < len(messages):
-        if messages[i].get("role") != "assistant":
-            i += 1
-            continue
-        j = i + 1
-        while j < len(messages) and (
-            messages[j].get("role") == "tool" or is_observation(messages[j], messages[j - 1])
-        ):
-            j += 1
-        out.append(Unit(i, j))
-        i = j
-    return out
-
-
-def stub_message(unit: Unit) -> dict[str, Any]:
-    return {"role": "user", "content": f"[evicted: messages {unit.start}..{unit.end - 1}]"}
-
-
-def _message_tokens(msg: Mapping[str, Any], position: int) -> int:
-    return segments_tokens(message_segments(dict(msg), position))
-
-
-@dataclass(slots=True)
-class Call:
-    """One call of a chain: its base request (before any eviction) as the cost model sees it."""
-
-    messages: list[Message]  # the base render
-    tools: list[dict[str, Any]]
-    offset: int  # session index of prompt position p is p + offset (for positions >= first)
-    first: int  # first position that maps to a session message of the window
-    prefix_tokens: int  # hidden prefix + tool schemas
-    prefix_key: tuple[str, ...]
-    keys: list[tuple[str, ...]]  # per position, its segments' keys
-    cum: list[int]  # cum[p]: tokens of positions < p
-    timestamp: float | None
-    ttl_s: float | None
-    needs: set[str]
-    static_end: int  # positions before it are under a fixed breakpoint (a system message)
-
-    @property
-    def tokens(self) -> int:
-        return self.prefix_tokens + self.cum[-1]
-
-
-@dataclass(slots=True)
-class Chain:
-    """The calls of one method session in replay order, its turns and when each dies."""
-
-    calls: list[Call]
-    units: list[Unit]
-    stub_tokens: list[int]
-    death: list[int] = field(default_factory=list)  # last call index that needs unit u (NONE: none)
-    lag: int = 0  # a turn leaves no earlier than this many calls after its last need
-
-    def position(self, c: int, u: int) -> tuple[int, int] | None:
-        """Positions [a, b) of unit u in call c's prompt, or None when it is not all there."""
-        call = self.calls[c]
-        a, b = self.units[u].start - call.offset, self.units[u].end - call.offset
-        if a < call.first or b > len(call.messages):
-            return None
-        return a, b
-
-    def saving(self, c: int, u: int) -> int:
-        pos = self.position(c, u)
-        if pos is None:
-            return 0
-        call = self.calls[c]
-        return call.cum[pos[1]] - call.cum[pos[0]] - self.stub_tokens[u]
-
-    def dead_at(self, e: int) -> list[int]:
-        """The turns evicted at point e: in call e's prompt, needed by no call from e on."""
-        if e == NONE:
-            return []
-        return [
-            u
-            for u in range(len(self.units))
-            if self.death[u] + self.lag < e and self.position(e, u) is not None
-        ]
-
-
-def assign_deaths(chain: Chain) -> None:
-    """The last call needing each turn, with one holder per needed identifier."""
-    vis = Visibility()
-    holder: dict[str, int] = {}
-    death = [NONE] * len(chain.units)
-    for c, call in enumerate(chain.calls):
-        present = [u for u in range(len(chain.units)) if chain.position(c, u) is not None]
-        for u in present:
-            if death[u] == NONE:
-                death[u] = c  # every output is read once: the call it arrives for sees it
-        if not call.needs:
-            continue
-        in_unit: set[int] = set()
-        ids_of: dict[int, set[str]] = {}
-        for u in present:
-            a, b = chain.position(c, u)  # type: ignore[misc]
-            in_unit.update(range(a, b))
-            ids_of[u] = vis.of(call.messages[a:b])
-        fixed = vis.of(m for p, m in enumerate(call.messages) if p not in in_unit)
-        size = {u: chain.saving(c, u) for u in present}
-        for t in sorted(call.needs - fixed):
-            h = holder.get(t)
-            if h is None or h not in ids_of or t not in ids_of[h]:
-                holding = [u for u in present if t in ids_of[u]]
-                if not holding:
-                    continue  # not visible before any eviction: no eviction can keep it
-                h = holder[t] = min(holding, key=lambda u: (size[u], u))
-            death[h] = max(death[h], c)
-    chain.death = death
+__all__ = [
+    "NONE",
+    "Call",
+    "Chain",
+    "CostModel",
+    "HindsightOracle",
+    "Unit",
+    "assign_deaths",
+    "best_schedule",
+    "build_chain",
+    "units_of",
+]
 
 
 # ---------------------------------------------------------------------------
@@ -369,15 +271,60 @@ def build_chain(
                 cum=cum,
                 timestamp=job.call.timestamp,
                 ttl_s=float(usage.cache_ttl_s) if usage and usage.cache_ttl_s else None,
-                needs=needs.needs(job.call.end, session.output(job.call), job.window_start),
+                needs=needs.needs(job.call.end, session.output(job.call), job.window_start, any_source=True),
                 static_end=static_end,
             )
         )
     units = units_of(session.messages)
-    stubs = [_message_tokens(stub_message(u), 1) for u in units]
+    stubs = [message_tokens_at(stub_message(u), 1) for u in units]
     chain = Chain(calls, units, stubs)
     assign_deaths(chain)
     return chain
+
+
+def keep_what_is_needed(
+    session: Session, jobs: Sequence[Any], renders: Sequence[Rendered], needs: NeedIndex
+) -> list[Rendered]:
+    """The base renders with each message whose ingestion hid something a later call needs
+    shown as the agent sent it, in every call from its arrival on (hindsight at ingestion:
+    the form is chosen once, so the prefix stays stable).
+
+    A reduction (a truncated output, a cut tool-call argument) can drop what a later
+    answer uses; no eviction schedule can show it again. Deciding the form with the
+    recording in hand keeps the oracle's retention whole under both rules (needs first
+    seen in a tool output, and in any message) while every other reduction stays."""
+    calls = [job.call for job in jobs]
+    after: list[set[str]] = [set() for _ in calls]  # needs (any source) of calls c.. on
+    acc: set[str] = set()
+    for c in range(len(calls) - 1, -1, -1):
+        acc = acc | needs.needs(calls[c].end, session.output(calls[c]), jobs[c].window_start, any_source=True)
+        after[c] = acc
+    vis = Visibility()
+    raw_for: dict[int, bool] = {}  # session index -> show the agent's own form
+    out: list[Rendered] = []
+    for c, (job, r) in enumerate(zip(jobs, renders, strict=True)):
+        msgs, raw = r.messages, job.prompt
+        if len(raw) != len(msgs) or not after[c]:
+            out.append(r)
+            continue
+        offset = job.call.end - len(msgs)
+        static_end = 1 if msgs and msgs[0].get("role") in ("system", "developer") else 0
+        first = max(0, job.window_start - offset, static_end)
+        patched: list[Message] | None = None
+        shown: set[str] | None = None  # what the reduced request shows (a folded copy points at another)
+        for p in range(first, len(msgs)):
+            i = p + offset
+            use_raw = raw_for.get(i)
+            if use_raw is None:
+                wanted = vis.of([raw[p]]) & after[c] if raw[p] is not msgs[p] else set()
+                if wanted:
+                    shown = vis.of(msgs) if shown is None else shown
+                use_raw = raw_for[i] = bool(wanted - shown) if wanted else False
+            if use_raw:
+                patched = list(msgs) if patched is None else patched
+                patched[p] = raw[p]
+        out.append(r if patched is None else Rendered(patched, r.tools, r.stable, r.artifact_ids))
+    return out
 
 
 def render_under(chain: Chain, c: int, e: int, dead: Sequence[int]) -> list[Message]:
@@ -442,7 +389,9 @@ class HindsightOracle:
                 renders = [ms.render(j.prompt, session.tools, j.call.timestamp) for j in chain_jobs]
             finally:
                 ms.close()
-            chain = build_chain(session, chain_jobs, renders, NeedIndex(session.messages))
+            index = NeedIndex(session.messages)
+            renders = keep_what_is_needed(session, chain_jobs, renders, index)
+            chain = build_chain(session, chain_jobs, renders, index)
             chain.lag = self.lag
             points, _ = best_schedule(CostModel(chain, prof, prices), self.every)
             schedules[sid] = points

@@ -45,6 +45,7 @@ class CallResult:
     recall_usd: float = 0.0  # the recall round trip's price (in cost_usd)
     needs_all: int = 0  # needs first seen in any earlier message, the agent's own included
     visible_all: int = 0
+    recoverable_all: int = 0
 
 
 @dataclass(slots=True)
@@ -85,6 +86,7 @@ class RunResult:
             "retention_all": _share(sum(x.visible_all for x in c), sum(x.needs_all for x in c)),
             "recall_usd": round(sum(x.recall_usd for x in c), 6),
             "recoverable": round(sum(x.recoverable for x in c) / needs, 4) if needs else 1.0,
+            "recoverable_all": _share(sum(x.recoverable_all for x in c), sum(x.needs_all for x in c)),
             "peak_context_tokens": max((x.prompt_tokens for x in c), default=0),
             "prefix_breaks": sum(x.prefix_break for x in c),
             "recalls_charged": sum(x.recall_charged for x in c),
@@ -341,30 +343,30 @@ def replay(
                 else count_tokens(canonical_json(out_msg))
             )
 
-            # fidelity: what the recorded output used that first came from tool output
+            # fidelity: what the recorded output used that an earlier message showed first
+            # (`needs`: a tool output, the rule recalls are charged by; `needs_all`: any
+            # message, the agent's own included, reported beside it)
             needs, needs_all = needs_index[job.session.id].both(job.call.end, out_msg, job.window_start)
             seen = vis.of(rendered.messages) if needs_all else set()
             recalled: list[str] = []
-            if needs:
-                visible = needs & seen
-                missing = needs - visible
-                recoverable = len(visible)
-                if missing and rendered.artifact_ids:
-                    found: set[str] = set()
-                    owner = job.method_session
-                    for aid in rendered.artifact_ids:
-                        if (owner, aid) not in recall_cache:
-                            text = ms.recall_text(aid) or ""
-                            recall_cache[owner, aid] = frozenset(recalled_identifiers(text))
-                            recall_size[owner, aid] = len(text)
-                    for aid in sorted(rendered.artifact_ids, key=lambda a: (recall_size[owner, a], a)):
-                        ids = recall_cache[owner, aid]
-                        if (missing - found) & ids:
-                            recalled.append(aid)  # the agent would have to ask for this one
-                            found |= missing & ids
-                    recoverable += len(found)
-            else:
-                visible, recoverable = set(), 0
+            found: set[str] = set()
+            found_all: set[str] = set()
+            missing = needs_all - seen
+            if missing and rendered.artifact_ids:
+                owner = job.method_session
+                for aid in rendered.artifact_ids:
+                    if (owner, aid) not in recall_cache:
+                        text = ms.recall_text(aid) or ""
+                        recall_cache[owner, aid] = frozenset(recalled_identifiers(text))
+                        recall_size[owner, aid] = len(text)
+                for aid in sorted(rendered.artifact_ids, key=lambda a: (recall_size[owner, a], a)):
+                    ids = recall_cache[owner, aid]
+                    if ((missing & needs) - found) & ids:
+                        recalled.append(aid)  # the agent would have to ask for this one
+                        found |= missing & needs & ids
+                    found_all |= missing & ids
+            visible = needs & seen
+            recoverable = len(visible) + len(found)
             extra = sum(
                 _side_call_cost(sim, sc, job, prof.name, prices, segcache) for sc in rendered.side_calls
             )
@@ -402,6 +404,7 @@ def replay(
                     recall_usd,
                     len(needs_all),
                     len(needs_all & seen),
+                    len(needs_all & (seen | found_all)),
                 )
             )
             if on_call is not None:

@@ -28,6 +28,7 @@ COLUMNS = (
     "out M",
     "hit rate",
     "retention",
+    "all",
     "recoverable",
     "peak ctx",
     "breaks",
@@ -44,6 +45,7 @@ NARROW = (
     "of oracle",
     "hit rate",
     "retention",
+    "all",
     "breaks",
     "recalls",
 )
@@ -55,12 +57,15 @@ of oracle    share of the oracle's saving this method saves: (vanilla - it) / (v
 hit rate     share of prompt tokens served from the provider's prefix cache
 retention    share of the ids, paths and numbers that a recorded answer used (first seen in tool
              output) and that are still visible to the model
+all          the same, for what was first seen in any earlier message (the agent's own words,
+             arguments and heredocs too)
 recoverable  visible, or one recall_artifact call away
 breaks       calls whose cacheable prefix did not extend the previous call's (each re-prefills)
 recalls      calls that paid an extra round trip to recall something hidden (in cost $)
 same         a second run of a fresh method rendered every request byte for byte the same
 methods      oracle: hindsight, the cheapest schedule of evicting turns after the last call
-             that needs them (TokenPilot's ingestion; oracle_raw: the agent's own prompt);
+             that needs them under both rules (TokenPilot's ingestion, a message shown as
+             sent where a reduction hid a later need; oracle_raw: the agent's own prompt);
              keep_last_n: our sketch of the paper's baseline; anthropic_context_editing:
              the Messages API's clear_tool_uses_20250919 as documented
              (anthropic_clear_at_least: with its clear_at_least of 5,000 tokens); langchain_*, headroom
@@ -87,6 +92,7 @@ def _row(r: dict[str, Any], change: str, columns: Sequence[str], share: str = ""
         "out M": f"{r['output_tokens'] / 1e6:.3f}",
         "hit rate": _pct(r["cache_hit_rate"]),
         "retention": _pct(r["retention"]),
+        "all": _pct(r["retention_all"]),
         "recoverable": _pct(r["recoverable"]),
         "peak ctx": f"{r['peak_context_tokens']:,}",
         "breaks": str(r["prefix_breaks"]),
@@ -169,17 +175,17 @@ def markdown(results: Sequence[RunResult]) -> str:
         base = next((r["cost_usd"] for r in recs if r["method"] == "vanilla"), None)
         out.append(f"**{ts}** · {mode} · {prof} cache\n")
         out.append(
-            "| method | kind | cost $ | vs vanilla | hit rate | retention | recoverable | peak ctx | breaks "
-            "| recalls | same |"
+            "| method | kind | cost $ | vs vanilla | hit rate | retention | all | recoverable | peak ctx "
+            "| breaks | recalls | same |"
         )
-        out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in recs:
             change = (
                 "" if not base or r["method"] == "vanilla" else f"{100 * (r['cost_usd'] / base - 1):+.1f}%"
             )
             out.append(
                 f"| {r['method']} | {r.get('kind', '')} | {r['cost_usd']:.4f} | {change} | {_pct(r['cache_hit_rate'])} | {_pct(r['retention'])} "
-                f"| {_pct(r['recoverable'])} | {r['peak_context_tokens']:,} | {r['prefix_breaks']} "
+                f"| {_pct(r['retention_all'])} | {_pct(r['recoverable'])} | {r['peak_context_tokens']:,} | {r['prefix_breaks']} "
                 f"| {r['recalls_charged']} | {_same_bytes(r)} |"
             )
         out.append("")
