@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from builders import DictArchive
@@ -116,6 +117,26 @@ def test_evicts_whole_bundles_with_recallable_stub():
     out = plan.apply(msgs)
     assert out == [msgs[0], seg.stub] + msgs[6:]
     assert validate_pairing(out) == []
+
+
+def test_a_retired_bundle_of_parallel_calls_names_each_result_with_its_own_recall():
+    """Two reads in one assistant message, retired by a rule: the stub names each result
+    with an id that recalls that result alone, so a recall re-sends only the file needed."""
+    msgs = sample_session()
+    msgs[2]["tool_calls"] = [tc("c1", "read", {"file_path": "a.py"}), tc("c2", "read", {"file_path": "b.py"})]
+    turns = segment_turns(msgs)
+    archive = DictArchive()
+    plan = plan_eviction(
+        msgs, turns, TaskRegistry(), archive=archive, bundles={0: "stale output: not used for 8 turns"}
+    )
+    (seg,) = plan.segments
+    content = seg.stub["content"]
+    ids = {m.group(1): m.group(2) for m in re.finditer(r"read (\S+) = (art_[0-9a-f]+)", content)}
+    assert set(ids) == {"a.py", "b.py"}, content
+    assert json.loads(archive.data[ids["a.py"]]) == [msgs[4]]  # c1's result, wherever it stands
+    assert json.loads(archive.data[ids["b.py"]]) == [msgs[3]]
+    assert json.loads(archive.data[seg.artifact_id]) == msgs[2:5]  # and the whole bundle at once
+    assert "(stale output: not used for 8 turns)" in content
 
 
 def test_live_shared_last_and_current_batch_are_kept():

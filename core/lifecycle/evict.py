@@ -124,17 +124,17 @@ def stub_text(title: str, outcome: str, start: int, end: int, artifact_id: str) 
     )
 
 
+def _describe_one(call: Mapping[str, Any]) -> str:
+    """`Read core/x.py`, `Bash "pytest -q"`: what one tool call asked for, in a few words."""
+    name, raw = call_name_args(call)
+    args = parsed_args(raw)
+    what = next((args[k] for k in _DESCRIBE_KEYS if isinstance(args.get(k), str) and args[k].strip()), "")
+    return f"{name} {_clean(what, 60)}".strip() if what else name
+
+
 def _describe_call(messages: Sequence[Message], turn: Turn) -> str:
-    """`Read core/x.py`, `Bash "pytest -q"`: what a bundle asked for, in a few words."""
-    parts = []
-    for k in range(turn.start, turn.end):
-        for c in tool_calls_of(messages[k]):
-            name, raw = call_name_args(c)
-            args = parsed_args(raw)
-            what = next(
-                (args[k] for k in _DESCRIBE_KEYS if isinstance(args.get(k), str) and args[k].strip()), ""
-            )
-            parts.append(f"{name} {_clean(what, 60)}".strip() if what else name)
+    """What a bundle asked for, in a few words: each of its calls (`_describe_one`)."""
+    parts = [_describe_one(c) for k in range(turn.start, turn.end) for c in tool_calls_of(messages[k])]
     if not parts:  # a text-action agent: the command is in the assistant's words
         k = assistant_index(messages, turn)
         action = text_action(content_text(messages[k].get("content"))) if k < turn.end else None
@@ -297,7 +297,16 @@ def plan_eviction(
             windowed = [_is_window(retired[t]) for t in run]
             for t, win in zip(run, windowed):
                 # The window's reason is the same for every bundle: said once, in the header.
-                what = _describe_call(messages, turns[t]) + ("" if win else f" ({retired[t]})")
+                why_one = "" if win else f" ({retired[t]})"
+                results = _results_with_calls(messages, turns[t])
+                if len(results) > 1:  # each result on its own: a recall brings back only the one needed
+                    each = [
+                        f"{_describe_one(call)} = {archive(canonical_json(archived(messages, k, k + 1)))}"
+                        for k, call in results
+                    ]
+                    items.append(", ".join(each) + why_one)
+                    continue
+                what = _describe_call(messages, turns[t]) + why_one
                 if len(run) > 1:  # each bundle also on its own, so a recall brings back only what is needed
                     one = archive(canonical_json(archived(messages, span_start(t), turns[t].end)))
                     what += f" = {one}"
@@ -326,6 +335,16 @@ def plan_eviction(
     flush()
     evicted = frozenset(k for s in segments for k in range(s.start, s.end))
     return EvictionPlan(evicted, tuple(segments))
+
+
+def _results_with_calls(messages: Sequence[Message], turn: Turn) -> list[tuple[int, Mapping[str, Any]]]:
+    """(index, its call) of each tool result of a turn that answers one of its calls."""
+    calls = {c.get("id"): c for k in range(turn.start, turn.end) for c in tool_calls_of(messages[k])}
+    return [
+        (k, calls[m.get("tool_call_id")])
+        for k in range(turn.start, turn.end)
+        if (m := messages[k]).get("role") == "tool" and m.get("tool_call_id") in calls
+    ]
 
 
 def assistant_index(messages: Sequence[Message], turn: Turn) -> int:
