@@ -267,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--profile",
         default="openai",
-        help="cache profiles: openai, anthropic, deepseek, vllm (comma-separated)",
+        help="cache profiles: openai, anthropic, deepseek, gemini, vllm (comma-separated)",
     )
     b.add_argument("--json", metavar="PATH", help="write one record per method × mode × profile × trace set")
     b.add_argument("--markdown", metavar="PATH", help="write the tables as Markdown")

@@ -15,6 +15,7 @@ WRITE_MULTIPLIER: dict[str, float] = {
     "anthropic": 1.25,
     "anthropic-1h": 2.0,
     "deepseek": 1.0,
+    "gemini": 1.0,
     "vllm": 1.0,
 }
 

@@ -225,7 +225,20 @@ def test_excerpt_and_unknown_profile() -> None:
     assert excerpt('{"content":"hello there","role":"user"}', 14) == "hello there"
     with pytest.raises(ConfigError):
         CacheSimulator("nope")
-    assert set(PROFILES) == {"openai", "anthropic", "deepseek", "vllm"}
+    assert set(PROFILES) == {"openai", "anthropic", "deepseek", "gemini", "vllm"}
+
+
+def test_gemini_caches_from_its_models_minimum() -> None:
+    """Gemini's implicit cache: a prefix match counts from 2,048 tokens on 2.5 models and
+    from 4,096 on 3.x, per model (a 3,000-token prefix hits on one and not the other)."""
+    prefix = Segment("system", "x", 3000)
+    assert PROFILES["gemini"].minimum("gemini-2.5-flash") == 2048
+    assert PROFILES["gemini"].minimum("models/gemini-3.1-pro-preview") == 4096
+    for model, hit in (("gemini-2.5-flash", 3000), ("gemini-3-pro", 0)):
+        sim = CacheSimulator("gemini")
+        sim.simulate([prefix, Segment("m0", "a", 50)], 0.0, namespace=model)
+        res = sim.simulate([prefix, Segment("m1", "b", 50)], 1.0, namespace=model)
+        assert res.hit_tokens == hit, model
 
 
 def test_pricing() -> None:

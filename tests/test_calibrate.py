@@ -40,6 +40,17 @@ def test_profile_meets_target(reports: dict[str, CalibrationReport], profile: st
     assert sum(c.within for c in consistent) / len(consistent) >= TARGET, report.summary()
 
 
+def test_gemini_implicit_cache_is_best_effort(reports: dict[str, CalibrationReport]) -> None:
+    """Gemini CLI's 44 calls with usage go to the gemini profile. Its implicit cache is
+    best effort: where the recording and the prefix simulator disagree, the provider read
+    less than the simulator (except in the one session whose tool calls were not recorded,
+    so its prompts cannot be rebuilt)."""
+    report = reports["gemini"]
+    assert report.calls == 44
+    off = [c for c in report.comparisons if not c.within and not c.session_id.startswith("d6f69999")]
+    assert off and all(c.recorded < c.simulated for c in off)
+
+
 def test_a_recording_whose_cache_missed_is_told_apart(reports: dict[str, CalibrationReport]) -> None:
     codemie = [c for c in reports["anthropic"].comparisons if _set_of(c.source) in _MISSING_CACHE]
     assert codemie and sum(c.within for c in codemie) / len(codemie) < TARGET
@@ -48,7 +59,7 @@ def test_a_recording_whose_cache_missed_is_told_apart(reports: dict[str, Calibra
 
 
 def test_sources_map_to_profiles(reports: dict[str, CalibrationReport]) -> None:
-    assert set(reports) == {"anthropic", "openai", "deepseek"}
+    assert set(reports) == {"anthropic", "openai", "deepseek", "gemini"}
     anthropic_sources = {_set_of(s) for s in reports["anthropic"].by_source()}
     assert anthropic_sources == {
         "claude_code_spotter",

@@ -45,7 +45,9 @@ class Profile:
     `breakpoints`: hits only at prefixes written as a cache breakpoint (Anthropic), not
     at any token. `caches_output`: a call's output joins its cached prefix (DeepSeek's
     recorded hits include the previous reply). `lookback`: how many segments before a
-    breakpoint Anthropic searches for an earlier written one.
+    breakpoint Anthropic searches for an earlier written one. `model_minimums`: (model
+    name prefix, minimum) where a model family caches from another size than `min_tokens`
+    (Gemini 3 from 4,096 tokens, 2.5 from 2,048).
     """
 
     name: str
@@ -57,6 +59,12 @@ class Profile:
     caches_output: bool = False
     capacity_tokens: int | None = None
     lookback: int = 20
+    model_minimums: tuple[tuple[str, int], ...] = ()
+
+    def minimum(self, model: str = "") -> int:
+        """The fewest prompt tokens this model caches from."""
+        name = model.lower().rsplit("/", 1)[-1]
+        return next((n for prefix, n in self.model_minimums if name.startswith(prefix)), self.min_tokens)
 
 
 PROFILES: dict[str, Profile] = {
@@ -66,6 +74,12 @@ PROFILES: dict[str, Profile] = {
     ),
     "deepseek": Profile("deepseek", min_tokens=64, granularity=64, ttl_s=86_400.0, caches_output=True),
     "vllm": Profile("vllm", min_tokens=16, granularity=16, ttl_s=None, capacity_tokens=1_000_000),
+    # Gemini's implicit cache: any prefix match from the model's minimum (2,048 tokens on
+    # 2.5 models, 4,096 on 3.x), reported as `cachedContentTokenCount`, 90% off; its
+    # lifetime is not documented ("minutes"): 5 minutes here, as Anthropic's shortest.
+    "gemini": Profile(
+        "gemini", min_tokens=2048, granularity=1, ttl_s=300.0, model_minimums=(("gemini-3", 4096),)
+    ),
 }
 
 
@@ -202,13 +216,14 @@ class CacheSimulator:
 
         prompt = round(prompt_ours * scale)
         hit = min(round(hit_ours * scale), prompt)
-        below_min = 0 < hit < prof.min_tokens
+        minimum = prof.minimum(namespace)
+        below_min = 0 < hit < minimum
         if below_min:
             hit = 0
         elif prof.granularity > 1:
             hit -= hit % prof.granularity
         write = 0
-        if prof.breakpoints and prompt >= prof.min_tokens:
+        if prof.breakpoints and prompt >= minimum:
             write = prompt - hit
         miss = prompt - hit - write
 
@@ -222,7 +237,7 @@ class CacheSimulator:
         elif matched + partial == 0 and prompt > 0:
             cause = "cold start"
         elif below_min:
-            cause = f"below minimum ({round((matched + partial) * scale)} < {prof.min_tokens} tokens)"
+            cause = f"below minimum ({round((matched + partial) * scale)} < {minimum} tokens)"
         elif lookback_gap is not None and hit == 0:
             cause = f"lookback (cached breakpoint {lookback_gap} segments back > {prof.lookback})"
         elif prof.breakpoints and hit == 0 and prompt > 0:

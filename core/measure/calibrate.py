@@ -63,6 +63,8 @@ def profile_for(session: Session) -> str | None:
         return "anthropic"
     if "deepseek" in models:
         return "deepseek"
+    if session.fmt == "gemini_cli" or "gemini" in models:
+        return "gemini"
     return "openai"
 
 
