@@ -1,6 +1,7 @@
-"""The frontier, set by set: vanilla, the hindsight oracles, Anthropic's context editing
-and TokenPilot on the same recorded sessions; TokenPilot's share of the oracle's saving;
-its dearest session; and where its money above the oracle goes.
+"""The frontier, set by set: vanilla, the hindsight oracles, keep-last-N, Anthropic's
+context editing and TokenPilot's three dial positions on the same recorded sessions;
+TokenPilot's share of the oracle's saving; its dearest session; and where its money
+above the oracle goes.
 
     python benchmarks/bench_frontier.py ../shared/traces/claude_code_mclaude [...] \
         [--profile openai|anthropic] [--markdown docs/frontier-openai.md]
@@ -14,8 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from tokenpilot.lifecycle.settings import KEEP
 from tokenpilot.measure.bench.context_editing import context_editing_methods
-from tokenpilot.measure.bench.methods import TokenPilotMethod, Vanilla, oracle_methods
+from tokenpilot.measure.bench.methods import KeepLastN, TokenPilotMethod, Vanilla, oracle_methods
 from tokenpilot.measure.bench.money import money_split
 from tokenpilot.measure.bench.per_session import session_rows
 from tokenpilot.measure.bench.replay import replay
@@ -26,7 +28,16 @@ def frontier(path: str, profile: str) -> tuple[list[str], list[str]]:
     """The rows of one set (method lines) and its money-split line."""
     sessions = load(path)
     name = Path(path).name
-    methods = [Vanilla(), *oracle_methods(), *context_editing_methods(), TokenPilotMethod()]
+    methods = [
+        Vanilla(),
+        *oracle_methods(),
+        KeepLastN(),
+        *context_editing_methods(),
+        *(
+            TokenPilotMethod(keep=k, name="tokenpilot" if k == "balanced" else f"tokenpilot_{k}")
+            for k in KEEP
+        ),
+    ]
     runs = {m.name: replay(sessions, m, profile=profile, trace_set=name) for m in methods}
     van, orc, tp = runs["vanilla"], runs["oracle"], runs["tokenpilot"]
     v = van.record()["cost_usd"]

@@ -24,6 +24,7 @@ from typing import Any
 
 from ._canonical import canonical_json, sha256_hex
 from .config import Config
+from .errors import ConfigError
 from .estimator import Estimator, LLMEstimator, OfflineEstimator
 from .history.render import Rendered, break_cause, first_difference, render_call
 from .history.session import Entry, Session, msg_tokens
@@ -144,7 +145,8 @@ class TokenPilot:
     every 3 turns, estimator in the background); `lifecycle=False` turns it off. The
     estimator is `estimator`, else an LLM estimator when `TOKENPILOT_ESTIMATOR_MODEL`
     is set, else the deterministic offline one. `lifecycle_factory(session_id, archive)`
-    overrides all of that.
+    overrides all of that. `keep` sets the retention dial ("all", "balanced", "lean":
+    `LifecycleConfig.for_keep`); with a `LifecycleConfig` given, that config decides.
     """
 
     def __init__(
@@ -155,14 +157,23 @@ class TokenPilot:
         lifecycle: LifecycleConfig | None | bool = None,
         estimator: Estimator | None = None,
         lifecycle_factory: Callable[[str, Callable[[str], str]], Any] | None = None,
+        keep: str | None = None,
     ) -> None:
+        if keep is not None and isinstance(lifecycle, LifecycleConfig):
+            raise ConfigError(
+                "give keep= or a LifecycleConfig (LifecycleConfig.for_keep(keep, ...)), not both"
+            )
         self.config = config or Config()
         self.store: Artifacts = open_artifacts(store)
         self.pipeline = Pipeline(self.config)
         self.history = History(self.config, self.pipeline, self.store)
         self.lifecycle_config: LifecycleConfig | None = None
         if lifecycle_factory is None and lifecycle is not False:
-            lc = lifecycle if isinstance(lifecycle, LifecycleConfig) else LifecycleConfig()
+            lc = (
+                lifecycle
+                if isinstance(lifecycle, LifecycleConfig)
+                else LifecycleConfig.for_keep(keep or "balanced")
+            )
             self.lifecycle_config = lc
             est = estimator if estimator is not None else default_estimator()
 

@@ -22,7 +22,9 @@ _WORDS = ["alpha", "beta", "gamma", "delta", "error", "ok", "value", "path/to/fi
 @st.composite
 def tool_output(draw) -> str | list:
     kind = draw(
-        st.sampled_from(["small", "big", "html", "json", "ansi", "binary", "numbered", "parts", "surrogate"])
+        st.sampled_from(
+            ["small", "big", "html", "json", "ansi", "binary", "numbered", "parts", "surrogate", "image"]
+        )
     )
     words = draw(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=8))
     reps = draw(st.integers(1, 120))
@@ -46,7 +48,16 @@ def tool_output(draw) -> str | list:
         return "\n".join(f"{i:6}\t{line}" for i in range(1, reps * 3))
     if kind == "surrogate":
         return ("bad \udcff bytes " + line + "\n") * reps
+    if kind == "image":  # a screenshot tool: a caption and a small PNG
+        return [{"type": "text", "text": line}, {"type": "image_url", "image_url": {"url": TINY_PNG}}]
     return [{"type": "text", "text": line * reps}, {"type": "text", "text": "tail"}]
+
+
+# A 1x1 PNG as a data URL (valid, so the image pass leaves it as it is).
+TINY_PNG = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    "YPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
 
 
 @st.composite

@@ -90,7 +90,8 @@ def test_codex_registers_the_server_and_disable_restores_config_toml(home):  # n
     assert tp("enable", "codex", "--start", "none") == 0
     text = config.read_text()
     assert (
-        f'[mcp_servers.tokenpilot]\ncommand = "{sys.executable}"\nargs = ["-m", "tokenpilot_mcp"]\nrequired = true\n' in text
+        f'[mcp_servers.tokenpilot]\ncommand = "{sys.executable}"\nargs = ["-m", "tokenpilot_mcp"]\nrequired = true\n'
+        in text
     )
     assert '[mcp_servers.docs]\ncommand = "docs-mcp"\n' in text
     written = config.read_bytes()

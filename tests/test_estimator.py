@@ -565,5 +565,9 @@ def test_a_use_named_in_words_keeps_the_reading_task_even_among_many_refs():
     lc, _ = inline(OfflineEstimator(), batch=3)
     renders = drive(lc, s)
     reading = task_of_turn(lc, segment_turns(s.msgs)[0].turn_id)
-    assert reading not in evicted_ids(lc)
+    # The task stays (only its `ls` bundles, answered and unused, may go stale), and so
+    # does its read of the file the request names.
+    assert all(not seg.task_ids or seg.reasons for seg in lc.segments if reading in seg.task_ids)
+    read_at = next(i for i, m in enumerate(s.msgs) if m.get("content") == TRANSCRIPT)
+    assert not any(seg.start <= read_at < seg.end for seg in lc.segments)
     assert any(TRANSCRIPT in str(m.get("content")) for m in renders[-1])

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenpilot._canonical import canonical_json
-from tokenpilot.lifecycle.evict import Prices, expected_remaining_calls, plan_eviction, render, should_evict
+from tokenpilot.lifecycle.evict import plan_eviction, render
+from tokenpilot.lifecycle.gate import Prices, expected_remaining_calls, should_evict
 from tokenpilot.messages.pairing import validate_pairing
 from tokenpilot.messages.turns import segment_turns
 from tokenpilot.registry import TaskRegistry
@@ -136,7 +137,7 @@ def test_a_retired_bundle_of_parallel_calls_names_each_result_with_its_own_recal
     assert json.loads(archive.data[ids["a.py"]]) == [msgs[4]]  # c1's result, wherever it stands
     assert json.loads(archive.data[ids["b.py"]]) == [msgs[3]]
     assert json.loads(archive.data[seg.artifact_id]) == msgs[2:5]  # and the whole bundle at once
-    assert "(stale output: not used for 8 turns)" in content
+    assert content.startswith("[tokenpilot: evicted 2 tool result(s) not named for 8+ turns: read ")
 
 
 def test_live_shared_last_and_current_batch_are_kept():
@@ -343,7 +344,7 @@ def test_cost_gate_prices_a_reprefill_as_the_profiles_cache_write_and_has_a_mini
 
 
 def test_recall_risk_prices_one_round_trip_per_bundle_times_the_reuse_share():
-    from tokenpilot.lifecycle.evict import RECALL_CALL_TOKENS, recall_risk_usd
+    from tokenpilot.lifecycle.gate import RECALL_CALL_TOKENS, recall_risk_usd
 
     p = Prices()
     trip = 50_000 * p.hit + RECALL_CALL_TOKENS * p.output

@@ -23,8 +23,10 @@ def _tasks(n: int) -> Session:
     return s
 
 
-def _evicting() -> Lifecycle:
-    cfg = LifecycleConfig(batch_turns=3, schedule="inline", cost_gate=False)
+def _evicting(**more) -> Lifecycle:
+    # The reads here name nothing (`row 3` 200 times), which the tail rules would cut at
+    # once: off, so the tasks' segments are what moves (a tail cut's: its own test below).
+    cfg = LifecycleConfig(batch_turns=3, schedule="inline", cost_gate=False, **{"tail": None, **more})
     return Lifecycle(cfg, None, DictArchive())
 
 
@@ -94,3 +96,31 @@ def test_a_history_that_drops_the_middle_of_a_segment_forgets_it_without_splitti
     plan = lc.view(rewritten)
     assert seg.turn_ids[0] not in {t for g in lc.segments for t in g.turn_ids}
     assert validate_pairing(plan.apply(rewritten)) == []
+
+
+def test_an_output_cut_at_the_tail_stays_cut_at_its_new_place_after_a_compaction():
+    """A segment cut in place moves with its turn: after the caller drops the turns before
+    it, the output still shows its marker and its call stays as written."""
+    from tokenpilot.lifecycle.tail import TailRules
+
+    s = _tasks(3)
+    lc = _evicting(tail=TailRules(), segments=None, window=None)
+    _drive(lc, s)
+    cuts = [seg for seg in lc.segments if seg.cuts]
+    assert cuts, "the reads that name nothing are cut at the tail"
+    last = cuts[-1]
+    keep_from = min(t.start for t in segment_turns(s.msgs) if t.turn_id == last.turn_ids[0])
+    summary = [
+        {"role": "user", "content": "Summary of the earlier work."},
+        {"role": "assistant", "content": "Ok."},
+    ]
+    compacted = [*summary, *s.msgs[keep_from:]]
+    shift = keep_from - 2
+    plan = lc.view(compacted)
+    moved = next(seg for seg in lc.segments if seg.turn_ids == last.turn_ids)
+    assert (moved.start, moved.end, moved.cuts) == (last.start - shift, last.end - shift, last.cuts)
+    out = plan.apply(compacted)
+    assert validate_pairing(out) == []
+    ((offset, marker),) = moved.cuts
+    assert out[moved.start + offset]["content"] == marker
+    assert out[moved.start] == compacted[moved.start]  # the call as written

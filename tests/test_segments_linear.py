@@ -91,7 +91,11 @@ def _reference(records: Sequence[BundleRecord], rules: SegmentRules, upto: int |
                     break
             if reason is not None and last_use[i] > i and not opened:
                 reason = None
-        acted = any(o.kind in ("write", "edit") and not o.failed for o in later)
+        acted = any(o.kind in ("write", "edit") and not o.failed for o in later) or (
+            rules.answer_is_action
+            and r.kind != "read"
+            and any(not o.has_calls or o.opens_with_user for o in later)
+        )
         if reason is None and (acted or not rules.stale_after_action):
             reason = stale(r, n - 1 - last_use[i], rules)  # unchanged by the backward pass
         if reason is not None:

@@ -55,6 +55,7 @@ def render_history(
     the lifecycle still sees the call, so its schedule and plan go on as before."""
     drop: set[int] = set()
     stubs: dict[int, list[dict[str, Any]]] = {}
+    cut: dict[int, str] = {}  # outputs shown as a marker (cut in place)
     if s.lifecycle is not None:
         frozen = [e.frozen for e in s.entries]
         adds_tool = cfg.register_recall_tool and cfg.recall_tool_from != "first_call" and not s.recallable
@@ -67,10 +68,12 @@ def render_history(
             if not whole:
                 drop = set(plan.drop)
                 stubs = {i: list(ms) for i, ms in plan.stubs.items()}
+                cut = dict(getattr(plan, "replace", None) or {})  # a custom lifecycle may cut nothing
         except Exception as exc:  # eviction is an optimisation: never fail the call
             log.warning("tokenpilot: lifecycle failed, rendering without eviction: %s", exc)
-            drop, stubs = set(), {}
-    moved = s.moved.texts_for(s.entries, frozenset(drop)) if drop else {}
+            drop, stubs, cut = set(), {}, {}
+    gone = drop | set(cut)  # a fold that points at a cut output needs its lines too
+    moved = s.moved.texts_for(s.entries, frozenset(gone)) if gone else {}
     updates: dict[int, list[dict[str, Any]]] = {}
     for pos, m in s.updates:
         updates.setdefault(pos, []).append(m)
@@ -95,7 +98,9 @@ def render_history(
         cur = call_ids(msg) if isinstance(msg, Mapping) else e.ids
         if cur != e.ids and usable_ids(cur, frozen):
             frozen, key = with_ids(frozen, cur), f"{key}:{digest(cur)}"
-        if i in moved:  # a fold whose lines an eviction moved here
+        if i in cut:  # an output cut in place: its marker, the call above it as written
+            frozen, key = {**frozen, "content": cut[i]}, f"{key}:cut:{digest(cut[i])}"
+        elif i in moved:  # a fold whose lines an eviction moved here
             frozen, key = {**frozen, "content": moved[i]}, f"{key}:moved:{digest(moved[i])}"
         out.append(dict(frozen))
         keys.append(key)

@@ -9,9 +9,8 @@ loses its result), only turns whose every owner is evictable, never the last tur
 never a turn in the current batch, never an incomplete turn; turns linked by
 tool-call ids go together or not at all, and so do the turns of one task.
 
-`should_evict` is the cost gate: eviction breaks the provider's prefix cache once,
-so it only pays when the tokens it removes, read on every later call, cost more
-than re-prefilling everything after the cut once.
+The cost gate that decides whether a plan is worth its cache break is `gate.py`'s
+(`should_evict`, re-exported here).
 """
 
 from __future__ import annotations
@@ -21,12 +20,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import canonical_json
-from ..ingest.reshown import RESHOWN_NOTE, expand_in_context
-from ..messages.observations import text_action
 from ..messages.pairing import validate_pairing
-from ..messages.turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
+from ..messages.turns import Turn, tool_calls_of
 from ..pricing import Prices
 from ..registry import TaskRegistry
+from .gate import (
+    Decision,
+    expected_remaining_calls,
+    recall_risk_usd,
+    should_evict,
+)
+from .stubs import (
+    archived,
+    assistant_index,
+    cut_marker,
+    describe_call,
+    describe_turn,
+    output_indices,
+    results_with_calls,
+    segment_stub_text,
+    stub_text,
+    worth_cutting,
+)
 
 __all__ = [
     "Decision",
@@ -43,12 +58,16 @@ __all__ = [
 
 Message = Mapping[str, Any]
 _PREAMBLE = frozenset({"system", "developer"})
-_DESCRIBE_KEYS = ("file_path", "path", "command", "cmd", "pattern", "url", "query", "filepath", "file")
 
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """Messages [start, end) evicted together, and the stub that replaces them."""
+    """Messages [start, end) evicted together, and the stub that replaces them.
+
+    `cuts` (offset from `start`, text): a segment cut in place. Its messages stay, so the
+    agent's calls and words stay as written, and the message at `start + offset` (a tool
+    output) shows `text`, a marker naming the recall of what it held, instead of its
+    content. No stub then."""
 
     start: int
     end: int
@@ -57,9 +76,10 @@ class Segment:
     artifact_id: str
     stub: dict[str, Any] | None
     reasons: tuple[str, ...] = ()  # per turn, for bundles retired by a segment rule; empty for tasks
+    cuts: tuple[tuple[int, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "start": self.start,
             "end": self.end,
             "turnIds": list(self.turn_ids),
@@ -68,6 +88,9 @@ class Segment:
             "stub": self.stub,
             "reasons": list(self.reasons),
         }
+        if self.cuts:
+            out["cuts"] = [[offset, text] for offset, text in self.cuts]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Segment:
@@ -79,25 +102,57 @@ class Segment:
             str(d["artifactId"]),
             dict(d["stub"]) if d.get("stub") else None,
             tuple(d.get("reasons", ())),
+            tuple((int(offset), str(text)) for offset, text in d.get("cuts", ())),
         )
+
+    @property
+    def in_place(self) -> bool:
+        return bool(self.cuts)
+
+
+def plan_index(
+    segments: Sequence[Segment],
+) -> tuple[set[int], dict[int, tuple[dict[str, Any], ...]], dict[int, str]]:
+    """What a plan's segments do to the history: the indices dropped, the stubs by the
+    index they stand before, and the outputs shown as a marker (index -> text)."""
+    drop: set[int] = set()
+    stubs: dict[int, tuple[dict[str, Any], ...]] = {}
+    replace: dict[int, str] = {}
+    for s in segments:
+        if s.cuts:
+            replace.update((s.start + offset, text) for offset, text in s.cuts)
+            continue
+        drop.update(range(s.start, s.end))
+        if s.stub is not None:
+            stubs[s.start] = (s.stub,)
+    return drop, stubs, replace
 
 
 def render(
-    messages: Sequence[Message], drop: Collection[int], stubs: Mapping[int, Sequence[Message]]
+    messages: Sequence[Message],
+    drop: Collection[int],
+    stubs: Mapping[int, Sequence[Message]],
+    replace: Mapping[int, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Messages minus `drop`; `stubs[i]` (messages) go right before index i's place."""
+    """Messages minus `drop`; `stubs[i]` (messages) go right before index i's place;
+    `replace[i]` is shown as message i's content."""
     out: list[dict[str, Any]] = []
+    cut = replace or {}
     for i, m in enumerate(messages):
         for stub in stubs.get(i, ()):
             out.append(dict(stub))
-        if i not in drop:
+        if i in drop:
+            continue
+        if i in cut:
+            out.append({**m, "content": cut[i]})
+        else:
             out.append(m if isinstance(m, dict) else dict(m))
     return out
 
 
 @dataclass(frozen=True, slots=True)
 class EvictionPlan:
-    """Indices to drop and, per evicted segment, its stub (or none)."""
+    """Indices to drop and, per evicted segment, its stub (or none); outputs cut in place."""
 
     evicted: frozenset[int]
     segments: tuple[Segment, ...]
@@ -107,55 +162,18 @@ class EvictionPlan:
         """Segment start -> the messages that stand in for the segment (one stub)."""
         return {s.start: (s.stub,) for s in self.segments if s.stub is not None}
 
+    @property
+    def replaced(self) -> dict[int, str]:
+        """Index -> the marker shown as that output's content (segments cut in place)."""
+        return {s.start + offset: text for s in self.segments for offset, text in s.cuts}
+
+    @property
+    def covered(self) -> frozenset[int]:
+        """Every index a segment of the plan holds, dropped or cut in place."""
+        return frozenset(k for s in self.segments for k in range(s.start, s.end))
+
     def apply(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
-        return render(messages, self.evicted, self.stubs)
-
-
-def _clean(text: str, limit: int) -> str:
-    text = " ".join(text.replace('"', "'").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def stub_text(title: str, outcome: str, start: int, end: int, artifact_id: str) -> str:
-    """The one line the model sees instead of an evicted segment."""
-    return (
-        f'[tokenpilot: evicted task "{_clean(title, 80)}" ({_clean(outcome, 100)}), '
-        f'messages {start}..{end - 1}; recall_artifact(artifact_id="{artifact_id}") returns them]'
-    )
-
-
-def _describe_one(call: Mapping[str, Any]) -> str:
-    """`Read core/x.py`, `Bash "pytest -q"`: what one tool call asked for, in a few words."""
-    name, raw = call_name_args(call)
-    args = parsed_args(raw)
-    what = next((args[k] for k in _DESCRIBE_KEYS if isinstance(args.get(k), str) and args[k].strip()), "")
-    return f"{name} {_clean(what, 60)}".strip() if what else name
-
-
-def _describe_call(messages: Sequence[Message], turn: Turn) -> str:
-    """What a bundle asked for, in a few words: each of its calls (`_describe_one`)."""
-    parts = [_describe_one(c) for k in range(turn.start, turn.end) for c in tool_calls_of(messages[k])]
-    if not parts:  # a text-action agent: the command is in the assistant's words
-        k = assistant_index(messages, turn)
-        action = text_action(content_text(messages[k].get("content"))) if k < turn.end else None
-        if action:
-            parts.append(f"`{_clean(action, 60)}`")
-    return ", ".join(parts) or "turn"
-
-
-def segment_stub_text(
-    items: Sequence[str], start: int, end: int, artifact_id: str, why: str = "no longer needed"
-) -> str:
-    """The one line that stands in for tool bundles a segment rule retired."""
-    shown = "; ".join(items)
-    return (
-        f"[tokenpilot: evicted {len(items)} tool result(s) {why}: {shown}. "
-        f'Messages {start}..{end - 1}; recall_artifact(artifact_id="{artifact_id}") returns them all]'
-    )
-
-
-def _is_window(reason: str) -> bool:
-    return reason.startswith("window")
+        return render(messages, self.evicted, self.stubs, self.replaced)
 
 
 def _linked_groups(messages: Sequence[Message], turns: Sequence[Turn]) -> list[int]:
@@ -185,21 +203,6 @@ def _linked_groups(messages: Sequence[Message], turns: Sequence[Turn]) -> list[i
     return [find(t) for t in range(len(turns))]
 
 
-def archived(messages: Sequence[Message], start: int, end: int) -> list[dict[str, Any]]:
-    """`messages[start:end]` as an eviction archives them: an output folded against an
-    earlier one (`reshown`) holds its lines again, so its recall stands on its own."""
-    out = []
-    for k in range(start, end):
-        m = dict(messages[k])
-        if isinstance(m.get("content"), str) and RESHOWN_NOTE in m["content"]:
-            try:
-                m["content"] = expand_in_context(messages, k)
-            except ValueError:  # a marker whose lines are gone: archived as it was shown
-                pass
-        out.append(m)
-    return out
-
-
 def plan_eviction(
     messages: Sequence[Message],
     turns: Sequence[Turn],
@@ -212,6 +215,7 @@ def plan_eviction(
     bundles: Mapping[int, str] | None = None,
     from_index: int = 0,
     protected: Collection[int] = frozenset(),
+    keep_calls: Collection[int] = frozenset(),
 ) -> EvictionPlan:
     """Plan the eviction of every turn whose owners are all evictable, and of the
     tool bundles (turn index -> reason) a segment rule retired.
@@ -223,6 +227,9 @@ def plan_eviction(
     `already_evicted`: indices gone in an earlier plan; they are neither planned
     again nor counted as kept, and new segments never merge with old ones (an old
     stub keeps its bytes).
+    `keep_calls`: turn indices among `bundles` whose calls stay as the agent wrote them
+    (a file it wrote or edited: its own text, which it may edit again): only their
+    outputs go, each cut in place to a marker (`Segment.cuts`).
     """
     if not turns:
         return EvictionPlan(frozenset(), ())
@@ -233,6 +240,12 @@ def plan_eviction(
     last = len(turns) - 1
 
     retired = bundles or {}
+    keep_calls = {  # with no output worth cutting, a bundle goes whole like any other
+        t
+        for t in keep_calls
+        if t in retired
+        and any(worth_cutting(messages, k, retired[t]) for k in output_indices(messages, turns[t]))
+    }
 
     def movable(t: int) -> bool:
         turn = turns[t]
@@ -277,7 +290,7 @@ def plan_eviction(
     run: list[int] = []
 
     def owner_key(t: int) -> tuple[Any, ...]:
-        return (by_rule[t], tuple(owners.get(turns[t].turn_id, [])))
+        return (by_rule[t], tuple(owners.get(turns[t].turn_id, [])), by_rule[t] and t in keep_calls)
 
     def span_start(t: int) -> int:
         # A bundle retired by a rule goes without the messages that opened its turn:
@@ -288,40 +301,45 @@ def plan_eviction(
         if not run:
             return
         start, end = span_start(run[0]), turns[run[-1]].end
-        rule, task_ids = owner_key(run[0])
+        rule, task_ids, in_place = owner_key(run[0])
         aid = archive(canonical_json(archived(messages, start, end)))
         reasons = tuple(retired[t] for t in run) if rule else ()
+        turn_ids = tuple(turns[t].turn_id for t in run)
+        if in_place:
+            cuts = tuple(
+                (k - start, cut_marker(messages, k, retired[t], archive))
+                for t in run
+                for k in output_indices(messages, turns[t])
+                if worth_cutting(messages, k, retired[t])
+            )
+            segments.append(Segment(start, end, turn_ids, task_ids, aid, None, reasons, cuts))
+            run.clear()
+            return
         stub_msg = None
         if stub and rule:
-            items = []
-            windowed = [_is_window(retired[t]) for t in run]
-            for t, win in zip(run, windowed):
-                # The window's reason is the same for every bundle: said once, in the header.
-                why_one = "" if win else f" ({retired[t]})"
-                results = _results_with_calls(messages, turns[t])
+            items: list[tuple[str, str]] = []  # (reason, what the bundle was)
+            for t in run:
+                results = results_with_calls(messages, turns[t])
                 if len(results) > 1:  # each result on its own: a recall brings back only the one needed
-                    each = [
-                        f"{_describe_one(call)} = {archive(canonical_json(archived(messages, k, k + 1)))}"
+                    what = ", ".join(
+                        f"{describe_call(call)} = {archive(canonical_json(archived(messages, k, k + 1)))}"
                         for k, call in results
-                    ]
-                    items.append(", ".join(each) + why_one)
-                    continue
-                what = _describe_call(messages, turns[t]) + why_one
-                if len(run) > 1:  # each bundle also on its own, so a recall brings back only what is needed
-                    one = archive(canonical_json(archived(messages, span_start(t), turns[t].end)))
-                    what += f" = {one}"
-                items.append(what)
-            why = "no longer needed"
-            if all(windowed):
-                why = retired[run[0]].replace("window: ", "from ", 1)
-            elif any(windowed):
-                why = f"no longer needed or {retired[run[windowed.index(True)]].replace('window: ', '', 1)}"
-            stub_msg = {"role": "user", "content": segment_stub_text(items, start, end, aid, why)}
+                    )
+                else:
+                    what = describe_turn(messages, turns[t])
+                    if (
+                        len(run) > 1
+                    ):  # each bundle also on its own, so a recall brings back only what is needed
+                        what += (
+                            f" = {archive(canonical_json(archived(messages, span_start(t), turns[t].end)))}"
+                        )
+                items.append((retired[t], what))
+            outputs = sum(len(output_indices(messages, turns[t])) for t in run)
+            stub_msg = {"role": "user", "content": segment_stub_text(items, start, end, aid, outputs)}
         elif stub:
             task = tasks[task_ids[0]]
             outcome = "; ".join(task.completion_evidence) or task.lifecycle
             stub_msg = {"role": "user", "content": stub_text(task.title, outcome, start, end, aid)}
-        turn_ids = tuple(turns[t].turn_id for t in run)
         segments.append(Segment(start, end, turn_ids, task_ids, aid, stub_msg, reasons))
         run.clear()
 
@@ -333,26 +351,8 @@ def plan_eviction(
             flush()
         run.append(t)
     flush()
-    evicted = frozenset(k for s in segments for k in range(s.start, s.end))
+    evicted = frozenset(k for s in segments if not s.cuts for k in range(s.start, s.end))
     return EvictionPlan(evicted, tuple(segments))
-
-
-def _results_with_calls(messages: Sequence[Message], turn: Turn) -> list[tuple[int, Mapping[str, Any]]]:
-    """(index, its call) of each tool result of a turn that answers one of its calls."""
-    calls = {c.get("id"): c for k in range(turn.start, turn.end) for c in tool_calls_of(messages[k])}
-    return [
-        (k, calls[m.get("tool_call_id")])
-        for k in range(turn.start, turn.end)
-        if (m := messages[k]).get("role") == "tool" and m.get("tool_call_id") in calls
-    ]
-
-
-def assistant_index(messages: Sequence[Message], turn: Turn) -> int:
-    """Where a turn's assistant message is (after the messages that opened the turn)."""
-    for k in range(turn.start, turn.end):
-        if messages[k].get("role") == "assistant":
-            return k
-    return turn.start
 
 
 def _keep_user_first(
@@ -374,117 +374,3 @@ def _keep_user_first(
             break
         out[t] = False
     return out
-
-
-# ---------------------------------------------------------------------------
-# Cost gate.
-# ---------------------------------------------------------------------------
-MIN_EXPECTED_CALLS = 3
-EXPECTED_CALLS_RATIO = 0.2
-
-
-def expected_remaining_calls(
-    calls_so_far: int, minimum: int = MIN_EXPECTED_CALLS, ratio: float = EXPECTED_CALLS_RATIO
-) -> int:
-    """A fifth of the calls so far, at least `minimum`. The Lindy estimate (as many
-    again) proved optimistic on short conversations (tau-bench: sessions end once the
-    task is done), where evictions then cost more re-prefill than they saved; half the
-    calls still evicted too eagerly on Claude Code (0.821x at 96.6% retention against
-    0.803x at 97.5% with a fifth: fewer breaks, fewer recalls)."""
-    return max(int(calls_so_far * ratio), minimum)
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """One gate decision and the numbers it was made from."""
-
-    evict: bool
-    evicted_tokens: int
-    tokens_after_cut: int
-    expected_remaining_calls: int
-    p_hit: float
-    p_miss: float
-    saving_usd: float
-    cost_usd: float
-    reason: str
-    risk_usd: float = 0.0  # expected price of recalls of what goes (`recall_risk_usd`)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "evict": self.evict,
-            "evictedTokens": self.evicted_tokens,
-            "tokensAfterCut": self.tokens_after_cut,
-            "expectedRemainingCalls": self.expected_remaining_calls,
-            "pHit": self.p_hit,
-            "pMiss": self.p_miss,
-            "savingUsd": self.saving_usd,
-            "costUsd": self.cost_usd,
-            "riskUsd": self.risk_usd,
-            "reason": self.reason,
-        }
-
-
-def should_evict(
-    evicted_tokens: int,
-    tokens_after_cut: int,
-    expected_remaining_calls: int,
-    prices: Prices | None = None,
-    profile: str = "openai",
-    min_tokens: int = 0,
-    risk_usd: float = 0.0,
-) -> Decision:
-    """Evict only when evicted × p_hit × calls > after_cut × (p_write − p_hit) + risk.
-
-    Left: what later calls save by not reading the evicted tokens from the cache.
-    Right: the one-time price of re-prefilling everything after the cut, which
-    would otherwise have been a cache hit; the provider charges it as a cache write
-    (`profile`: Anthropic 1.25× an uncached token, OpenAI 1×). At most `min_tokens`
-    evicted is never worth a break: a small saving is the likeliest to be needed back.
-    """
-    p = prices or Prices()
-    saving = evicted_tokens * p.hit * expected_remaining_calls / 1e6
-    cost = tokens_after_cut * (p.write_price(profile) - p.hit) / 1e6
-    evict = evicted_tokens > max(min_tokens, 0) and saving > cost + risk_usd
-    if evicted_tokens <= 0:
-        reason = "nothing to evict"
-    elif evicted_tokens <= min_tokens:
-        reason = f"{evicted_tokens} tokens are not worth a cache break (minimum {min_tokens})"
-    elif evict:
-        reason = f"saves ${saving:.6f} over {expected_remaining_calls} calls > re-prefill ${cost:.6f}"
-    else:
-        reason = f"re-prefill ${cost:.6f} >= saving ${saving:.6f} over {expected_remaining_calls} calls"
-    if risk_usd and evicted_tokens > max(min_tokens, 0):
-        reason += f" (recall risk ${risk_usd:.6f})"
-    return Decision(
-        evict,
-        evicted_tokens,
-        tokens_after_cut,
-        expected_remaining_calls,
-        p.hit,
-        p.miss,
-        saving,
-        cost,
-        reason,
-        risk_usd,
-    )
-
-
-RECALL_CALL_TOKENS = 40
-"""Output tokens of the model's `recall_artifact` call: the name, an id, a little JSON."""
-
-
-def recall_risk_usd(
-    bundle_tokens: Sequence[int],
-    prompt_tokens: int,
-    reuse: float,
-    prices: Prices | None = None,
-    profile: str = "openai",
-) -> float:
-    """What the recalls of retired bundles are expected to cost: each bundle comes back
-    with probability `reuse`, and a recall is one more round trip, the whole prompt again
-    (from the cache) plus the bundle's text (new) plus the model's short call for it."""
-    if reuse <= 0 or not bundle_tokens:
-        return 0.0
-    p = prices or Prices()
-    trip = prompt_tokens * p.hit + RECALL_CALL_TOKENS * p.output
-    return reuse * sum(trip + n * p.write_price(profile) for n in bundle_tokens) / 1e6

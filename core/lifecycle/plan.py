@@ -26,24 +26,25 @@ from .evict import (
     EvictionPlan,
     Segment,
     assistant_index,
-    expected_remaining_calls,
     plan_eviction,
-    recall_risk_usd,
+    plan_index,
     render,
-    should_evict,
 )
+from .gate import Decision, Rendering, best_cut, expected_remaining_calls, marker_tokens
 from .plan_tokens import MessageTokens
 from .segments import (
     BundleRecord,
     bundle_record,
     closing,
     evictable_bundles,
+    keeps_its_call,
     last_uses,
     named_in_words,
     rule_of,
     window_bundles,
 )
 from .settings import LifecycleConfig
+from .tail import tail_segments
 
 log = logging.getLogger("tokenpilot")
 
@@ -60,9 +61,11 @@ class RenderPlan:
     drop: frozenset[int] = frozenset()
     stubs: Mapping[int, tuple[dict[str, Any], ...]] = field(default_factory=dict)
     version: int = 0
+    replace: Mapping[int, str] = field(default_factory=dict)
+    """Index -> the marker an output cut in place shows instead of its content."""
 
     def apply(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
-        return render(messages, self.drop, self.stubs)
+        return render(messages, self.drop, self.stubs, self.replace)
 
 
 @dataclass(slots=True)
@@ -103,6 +106,10 @@ class Planner:
         self.segments: list[Segment] = []
         self.drop: set[int] = set()
         self.stubs: dict[int, tuple[dict[str, Any], ...]] = {}
+        self.replace: dict[int, str] = {}
+        # Turns the tail rules have looked at; None: none yet, so the first call's history
+        # (a session joined midway, a restart without state) is left as it was cached.
+        self.tail_mark: int | None = None
         self.version = 0
         self._bundles: dict[tuple[str, int, int], BundleRecord] = {}
         self._turn_tokens: dict[tuple[str, int, int], tuple[int, ...]] = {}  # per message of the turn
@@ -121,13 +128,49 @@ class Planner:
         return [kept[id(seg)][1] for seg in self.segments]
 
     def render_plan(self) -> RenderPlan:
-        return RenderPlan(frozenset(self.drop), dict(self.stubs), self.version)
+        return RenderPlan(frozenset(self.drop), dict(self.stubs), self.version, dict(self.replace))
+
+    def tail(self, messages: Sequence[Message], joins: bool = False) -> None:
+        """Apply the tail rules (`tail.py`) to the turns the agent has answered since the
+        last look, each looked at once: at any call, since the cut re-sends only the
+        request's tail. A plan change like any eviction (a new version, a counted break),
+        unless it `joins` one this call already made (one pass, one break)."""
+        rules = self.config.tail
+        turns = self.segmenter.update(messages)
+        if rules is None or not rules.enabled:
+            return
+        mark = len(turns) if self.tail_mark is None else self.tail_mark
+        looked, self.tail_mark = min(mark, len(turns)), max(len(turns) - 1, 0)
+        if looked >= len(turns) - 1:
+            return
+        records = self._bundle_records(messages, turns) if rules.shrink else []
+        mentioned = {ref for r in records for ref in r.uses}
+        new = tail_segments(messages, turns, looked, rules, mentioned, self.archive, self.covered)
+        if not new:
+            return
+        counts = self._tokens.counts(messages)
+        self.segments.extend(new)
+        self._index()
+        if not joins:
+            self.version += 1
+            self.stats["prefix_breaks"] += 1
+        self.stats["tail_cuts"] += sum(len(s.cuts) for s in new)
+        self.stats["tokens_evicted"] += sum(counts[s.start + o] for s in new for o, _ in s.cuts)
+        self.stats["bundle_reasons"]["tail"] = self.stats["bundle_reasons"].get("tail", 0) + len(new)
+
+    def _index(self) -> None:
+        """Drop, stubs and cuts from the segments (`evict.plan_index`)."""
+        self.drop, self.stubs, self.replace = plan_index(self.segments)
+
+    @property
+    def covered(self) -> set[int]:
+        """Every index a segment holds, dropped or cut in place: never planned again."""
+        return {i for s in self.segments for i in range(s.start, s.end)}
 
     def load(self, segments: list[Segment], version: int) -> None:
         """Take a saved plan: its segments and their version."""
         self.segments = segments
-        self.drop = {i for s in segments for i in range(s.start, s.end)}
-        self.stubs = {s.start: (s.stub,) for s in segments if s.stub is not None}
+        self._index()
         self.version = version
 
     def follow_rewrite(self, messages: Sequence[Message]) -> None:
@@ -149,6 +192,7 @@ class Planner:
             taken.update(range(moved.start, moved.end))
             kept.append(moved)
         gone = len(self.segments) - len(kept)
+        self.tail_mark = None  # the turns moved: the tail looks at what comes next
         self.stats["history_rewrites"] += 1
         self.stats["segments_remapped"] += len(kept)
         self.stats["segments_invalidated"] += gone
@@ -159,8 +203,7 @@ class Planner:
             gone,
         )
         self.segments = kept
-        self.drop = {i for s in kept for i in range(s.start, s.end)}
-        self.stubs = {s.start: (s.stub,) for s in kept if s.stub is not None}
+        self._index()
         self.version += 1
 
     @staticmethod
@@ -194,7 +237,9 @@ class Planner:
         end = run[-1].end
         if start == seg.start and end == seg.end:
             return seg
-        return Segment(start, end, seg.turn_ids, seg.task_ids, seg.artifact_id, seg.stub, seg.reasons)
+        return Segment(
+            start, end, seg.turn_ids, seg.task_ids, seg.artifact_id, seg.stub, seg.reasons, seg.cuts
+        )
 
     def apply(self, messages: Sequence[Message], batch: Batch) -> None:
         """Apply finished estimator results in one pass (see the module's docstring)."""
@@ -222,6 +267,12 @@ class Planner:
         window = self._window_bundles(messages, turns)
         if window:  # one pass with the rules; a rule's reason is the more precise
             bundles = {**window, **bundles}
+        records = self._bundle_records(messages, turns) if bundles else []
+        rules = self.config.segments
+        keep_calls = {
+            t for t, why in bundles.items() if rules is not None and keeps_its_call(records[t], why, rules)
+        }
+        covered = self.covered
 
         def plan_with(archive: Callable[[str], str], from_index: int = 0) -> EvictionPlan:
             return plan_eviction(
@@ -231,10 +282,11 @@ class Planner:
                 stub=self.config.stub,
                 archive=archive,
                 keep_from=keep_from,
-                already_evicted=self.drop,
+                already_evicted=covered,
                 bundles=bundles,
                 from_index=from_index,
                 protected=named,
+                keep_calls=keep_calls,
             )
 
         # Plan with content ids first; archive for real only what the gate lets through.
@@ -272,10 +324,9 @@ class Planner:
             if not plan.segments:
                 return revived
         counts = self._tokens.counts(messages)
-        gross = sum(counts[i] for i in plan.evicted)
-        self.drop = self.drop | set(plan.evicted)
-        self.stubs = {**self.stubs, **plan.stubs}
+        gross = sum(counts[i] for i in plan.evicted | set(plan.replaced))
         self.segments.extend(plan.segments)
+        self._index()
         self.version += 1
         self.stats["evictions"] += len(plan.segments)
         self.stats["turns_evicted"] += sum(len(s.turn_ids) for s in plan.segments)
@@ -321,8 +372,7 @@ class Planner:
         if not back:
             return None
         self.segments = [seg for seg in self.segments if seg not in back]
-        self.drop = {i for s in self.segments for i in range(s.start, s.end)}
-        self.stubs = {s.start: (s.stub,) for s in self.segments if s.stub is not None}
+        self._index()
         self.stats["segments_revived"] += len(back)
         log.info("tokenpilot: %d evicted segment(s) shown again: later words name their files", len(back))
         return min(seg.start for seg in back)
@@ -361,7 +411,8 @@ class Planner:
     def _rendered_tokens(self, messages: Sequence[Message], turns: Sequence[Turn]) -> int:
         """Tokens of the history as the current plan renders it (memoised per turn)."""
         first = turns[0].start if turns else len(messages)
-        total = sum(message_tokens(messages[k]) for k in range(first) if k not in self.drop)
+        gone = self.drop | set(self.replace)  # a cut output counts as its marker
+        total = sum(message_tokens(messages[k]) for k in range(first) if k not in gone)
         for t in turns:
             key = (t.turn_id, t.start, t.end)
             counts = self._turn_tokens.get(key)
@@ -369,77 +420,35 @@ class Planner:
                 counts = tuple(message_tokens(messages[k]) for k in range(t.start, t.end))
                 if t.complete:
                     self._turn_tokens[key] = counts
-            total += sum(n for k, n in zip(range(t.start, t.end), counts) if k not in self.drop)
+            total += sum(n for k, n in zip(range(t.start, t.end), counts) if k not in gone)
+        total += sum(marker_tokens(text) for text in self.replace.values())
         return total + sum(message_tokens(m) for ms in self.stubs.values() for m in ms)
 
     def _best_cut(
         self, messages: Sequence[Message], plan: EvictionPlan, batch: Batch, wrapping_up: bool = False
-    ) -> tuple[Any, int]:
-        """The cost gate over every possible cut: evicting only the segments from a
-        later start on re-prefills less. Returns the decision with the largest net
-        saving (or, when none pays, the one for the whole plan) and its cut.
-
-        `wrapping_up` (`segments.closing`): the agent exported its change or submitted, so
-        these are its last calls; an eviction must pay back within the fewest calls the
-        gate ever expects (the last eviction of a finished run re-sent the history for a
-        call or two and never paid back)."""
+    ) -> tuple[Decision, int]:
+        """The cost gate over every cut of the plan (`gate.best_cut`, where the price of an
+        eviction is said). `wrapping_up` (`segments.closing`): the agent exported its change
+        or submitted, so these are its last calls; an eviction must pay back within the
+        fewest calls the gate ever expects (the last eviction of a finished run re-sent the
+        history for a call or two and never paid back)."""
         calls = expected_remaining_calls(
             batch.calls, self.config.expected_calls_min, self.config.expected_calls_ratio
         )
         if wrapping_up:
             calls = self.config.expected_calls_min
-        best: tuple[float, Any, int] | None = None
-        first = None
-        counts = self._tokens.counts(messages)  # what `render` sends of each message, counted once
-        n = len(messages)
-        for cut in sorted({s.start for s in plan.segments}):
-            segs = [s for s in plan.segments if s.start >= cut]
-            evicted = {i for s in segs for i in range(s.start, s.end)}
-            gross = sum(counts[i] for i in evicted)
-            stub_tokens = sum(message_tokens(s.stub) for s in segs if s.stub)
-            drop = self.drop | evicted
-            stubs = {**self.stubs, **{s.start: (s.stub,) for s in segs if s.stub is not None}}
-            # The tokens of `render(messages[cut:], drop, stubs)` (shifted to the cut): what is
-            # kept from the cut on, and the stubs standing in it.
-            refill = sum(counts[i] for i in range(cut, n) if i not in drop)
-            refill += sum(message_tokens(m) for i, ms in stubs.items() if cut <= i < n for m in ms)
-            if batch.head_refill_tokens is not None:  # the tools change: everything is sent again
-                refill += batch.head_refill_tokens + sum(counts[i] for i in range(cut) if i not in self.drop)
-            # The floor is for segment rules (a small retired bundle is the likeliest to be
-            # needed back); a finished task nothing names goes on the gate's economics alone.
-            whole_tasks = all(not s.reasons for s in segs)
-            risk = 0.0
-            if self.config.recall_risk:
-                # A bundle a rule retired may be wanted back (a task the estimator closed is
-                # revived by name instead): each is priced as a recall, times how often one was.
-                prompt = sum(counts[i] for i in range(n) if i not in drop)
-                prompt += sum(message_tokens(m) for ms in stubs.values() for m in ms)
-                prompt += batch.head_refill_tokens or 0
-                bundles = [
-                    sum(counts[i] for i in range(s.start, s.end)) // len(s.reasons)
-                    for s in segs
-                    if s.reasons
-                    for _ in s.reasons
-                ]
-                risk = recall_risk_usd(
-                    bundles, prompt, self.config.recall_risk, self.config.prices, self.config.cache_profile
-                )
-            decision = should_evict(
-                gross - stub_tokens,
-                refill,
-                calls,
-                self.config.prices,
-                self.config.cache_profile,
-                0 if whole_tasks else self.config.min_evict_tokens,
-                risk,
-            )
-            if first is None:
-                first = (decision, cut)
-            net = decision.saving_usd - decision.cost_usd
-            if decision.evict and (best is None or net > best[0]):
-                best = (net, decision, cut)
-        assert first is not None
-        return (best[1], best[2]) if best is not None else first
+        now = Rendering(self._tokens.counts(messages), self.drop, self.stubs, self.replace)
+        cfg = self.config
+        return best_cut(
+            plan,
+            now,
+            calls,
+            batch.head_refill_tokens,
+            prices=cfg.prices,
+            profile=cfg.cache_profile,
+            min_tokens=cfg.min_evict_tokens,
+            recall_risk=cfg.recall_risk,
+        )
 
 
 def _content_ids(texts: dict[str, str]) -> Callable[[str], str]:

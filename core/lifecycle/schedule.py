@@ -109,6 +109,7 @@ def _new_stats() -> dict[str, Any]:
         "bundles_evicted": 0,
         "bundle_reasons": {},
         "segments_invalidated": 0,
+        "tail_cuts": 0,
         "segments_revived": 0,
         "history_rewrites": 0,
         "segments_remapped": 0,
@@ -359,9 +360,12 @@ class Lifecycle:
         with self._lock:
             if self._plan.segments:
                 self._plan.follow_rewrite(messages)
+            version = self._plan.version
             if self._ready:
                 ready, self._ready = self._ready, []
                 self._plan.apply(messages, Batch(ready, self.registry, self._calls, self.head_refill_tokens))
+            if self.config.batch_turns is not None:  # in the same pass as the batch's, if any
+                self._plan.tail(messages, joins=self._plan.version != version)
             return self._plan.render_plan()
 
     def dropped(self) -> frozenset[int]:
@@ -392,6 +396,7 @@ class Lifecycle:
                 "ready": [{"delta": r.delta, "upto": r.upto, "keepFrom": r.keep_from} for r in self._ready],
                 "segments": self._plan.segment_exports(),
                 "planVersion": self._plan.version,
+                "tailMark": self._plan.tail_mark,
                 "stats": {**self.stats, "gate_decisions": list(self.stats["gate_decisions"])},
             }
 
@@ -412,6 +417,8 @@ class Lifecycle:
             self._ready = [Result(dict(r["delta"]), int(r["upto"]), int(r["keepFrom"])) for r in d["ready"]]
             self._job = _Job.from_dict(d["job"]) if d.get("job") else None
             self._plan.load(segments, int(d["planVersion"]))
+            mark = d.get("tailMark")  # a state saved before tail rules: they start from the next call
+            self._plan.tail_mark = int(mark) if mark is not None else None
             self.stats = {**_new_stats(), **dict(d["stats"])}
             self.stats["gate_decisions"] = list(self.stats["gate_decisions"])
 

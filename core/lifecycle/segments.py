@@ -63,75 +63,13 @@ from ..messages.call_kinds import (
 from ..messages.observations import OBSERVATION_TOOL, closing_action, is_observation, text_action
 from ..messages.turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
 from ..tokens import message_tokens
+from .segment_rules import SegmentRules as SegmentRules  # re-exported: the rules' settings
 from .segment_window import WindowRule as WindowRule  # re-exported: the window is one of the rules
 from .segment_window import window_bundles as window_bundles
 
 Message = Mapping[str, Any]
 
 _MAX_RESULT_SCAN = 200_000  # chars of one result scanned for references (linear, bounded)
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentRules:
-    """Which segment rules run, with their thresholds. Each one is measured in the README.
-
-    `stale_after_turns`: a result unused for this many turns may go (None: never).
-    `stale_min_tokens`: only results at least this large are worth a stale eviction.
-    `min_age_turns`: no rule evicts a bundle younger than this many turns.
-    `edit_supersedes_read`: a later edit of a file (not only a whole write) retires
-    an earlier read of it; off by default: the agent quotes the unedited rest back.
-    `superseded_writes`: a whole write of a file whose text is in its own arguments goes
-    once the file is written whole or read whole again (last, so the fields before it
-    keep their positions).
-    `stale_after_action`: a result goes stale only once a later turn changed a file (a
-    write or an edit that did not fail). Until the agent acts on what it gathered, what
-    it gathered is its working material, however long it goes unnamed: an agent that
-    reads, lists and runs commands without a word and then writes its plan or report
-    quotes all of it at once (`claude_code_mclaude` `ff59cfd2`: ten ssh log commands,
-    then a report quoting them; `claude_code_codemie` `196820da`: plan mode, three source
-    reads, then the plan). A coding agent edits as it goes, so the rule still retires
-    what it read before its last edit. No threshold of its own: one structural fact.
-    """
-
-    superseded_reads: bool = True
-    superseded_commands: bool = True
-    consumed_listings: bool = True
-    stale_after_turns: int | None = 8
-    stale_min_tokens: int = 200
-    min_age_turns: int = 3
-    edit_supersedes_read: bool = False
-    superseded_writes: bool = True
-    stale_after_action: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "superseded_reads": self.superseded_reads,
-            "superseded_writes": self.superseded_writes,
-            "superseded_commands": self.superseded_commands,
-            "consumed_listings": self.consumed_listings,
-            "stale_after_turns": self.stale_after_turns,
-            "stale_min_tokens": self.stale_min_tokens,
-            "min_age_turns": self.min_age_turns,
-            "edit_supersedes_read": self.edit_supersedes_read,
-            "stale_after_action": self.stale_after_action,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SegmentRules:
-        """Unknown keys are skipped: a state written by a newer replica of a fleet (a rule
-        this one does not know) still loads, with that rule at this version's default."""
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in dict(d).items() if k in known})
-
-    @property
-    def enabled(self) -> bool:
-        return (
-            self.superseded_reads
-            or self.superseded_writes
-            or self.superseded_commands
-            or self.consumed_listings
-            or self.stale_after_turns is not None
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,12 +196,25 @@ RULES = (
     "consumed listing",
     "stale output",
     "window",
+    "tail",
 )
 
 
 def rule_of(reason: str) -> str:
     """The rule (one of `RULES`) a reason from `evictable_bundles` names."""
     return next((r for r in RULES if reason.startswith(r)), reason)
+
+
+def keeps_its_call(record: BundleRecord, reason: str, rules: SegmentRules) -> bool:
+    """Whether a retired bundle keeps its call and loses only its output
+    (`keep_written_calls`). A bundle that wrote or edited a file holds the agent's own
+    text of that file in its call (a heredoc, a write's content, an edit's new lines),
+    which it quotes when it edits the file again: only the output goes
+    (`evict.plan_eviction(keep_calls=…)`). A superseded one goes whole: the later turn
+    holds that text as it now stands."""
+    return (
+        rules.keep_written_calls and record.kind in ("write", "edit") and not reason.startswith("superseded")
+    )
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -356,7 +307,8 @@ def evictable_bundles(
     last_use = last_uses(recs)
     later = _Later()
     out: dict[int, str] = {}
-    acted = False  # a turn after the one judged changed a file
+    changed = False  # a turn after the one judged changed a file
+    answered = False  # ... or answered the person, or the person asked for more
     for i in range(n - 1, -1, -1):
         r = recs[i]
         if r.has_calls and n - 1 - i >= rules.min_age_turns:
@@ -370,20 +322,28 @@ def evictable_bundles(
                     reason = "superseded command: the same call ran again later"
             if reason is None and rules.consumed_listings and r.kind == "search" and r.hits:
                 reason = later.consumes(r, i, last_use)
+            # A file's text is acted on by changing a file; anything else gathered, also
+            # by answering (`SegmentRules.answer_is_action`).
+            acted = changed or (answered and rules.answer_is_action and r.kind != "read")
             if reason is None and (acted or not rules.stale_after_action):
                 reason = stale(r, n - 1 - last_use[i], rules)
             if reason is not None:
                 out[i] = reason
         later.add(r)
-        acted = acted or (r.kind in ("write", "edit") and not r.failed)
+        changed = changed or (r.kind in ("write", "edit") and not r.failed)
+        answered = answered or not r.has_calls or r.opens_with_user
     return dict(sorted(out.items()))
 
 
 def stale(r: BundleRecord, unused_turns: int, rules: SegmentRules) -> str | None:
-    """The stale-output rule: a result large enough, unused for `stale_after_turns` turns."""
-    if rules.stale_after_turns is None or r.tokens < rules.stale_min_tokens:
+    """The stale-output rule: a result large enough, unused for `stale_after_turns` turns
+    (a file the agent wrote from its own text: `stale_written_after_turns`)."""
+    after = rules.stale_after_turns
+    if r.authored and rules.stale_written_after_turns is not None and after is not None:
+        after = max(after, rules.stale_written_after_turns)
+    if after is None or r.tokens < rules.stale_min_tokens:
         return None
-    if unused_turns < rules.stale_after_turns:
+    if unused_turns < after:
         return None
     return f"stale output: not used for {unused_turns} turns"
 

@@ -4,13 +4,14 @@ prices and floors, the segment and window rules. Shared by the schedule
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import ConfigError
-from .evict import EXPECTED_CALLS_RATIO, Prices
+from .gate import EXPECTED_CALLS_RATIO, Prices
 from .segments import SegmentRules, WindowRule
+from .tail import TailRules
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +46,13 @@ class LifecycleConfig:
     """The window rule (see `segments.WindowRule`): once the rendered history passes
     `trigger_tokens`, every tool bundle but the last `keep_calls` calls' goes in one cut,
     gated like the rest, and the next cut waits for the trigger again. None: off."""
+    tail: TailRules | None = field(default_factory=TailRules)
+    """Decisions at the prompt's tail (see `tail.TailRules`): once the agent has answered
+    a turn, images it has seen and outputs with nothing to cite are cut in place, the
+    call staying as written. None: off."""
     recall_risk: float = 0.1
     """The share of rule-retired bundles the gate expects to be wanted back: each one it
-    evicts is charged this much of a recall round trip (`evict.recall_risk_usd`). 0: off.
+    evicts is charged this much of a recall round trip (`gate.recall_risk_usd`). 0: off.
     A recall re-sends the whole prompt and the bundle's text uncached, as much as keeping
     the bundle for 10-20 calls, so a cut that barely pays on re-prefill alone loses once
     one of its bundles is needed back. Measured on the three Claude Code sets, a later
@@ -105,6 +110,7 @@ class LifecycleConfig:
             "window": self.window.to_dict() if self.window is not None else None,
             "job_lease_s": self.job_lease_s,
             "recall_risk": self.recall_risk,
+            "tail": self.tail.to_dict() if self.tail is not None else None,
         }
 
     @classmethod
@@ -118,6 +124,28 @@ class LifecycleConfig:
         return cls(**{"cache_profile": profile, **overrides})
 
     @classmethod
+    def for_keep(cls, keep: str = "balanced", **overrides: Any) -> LifecycleConfig:
+        """The settings of one position of the retention dial (`KEEP`); `overrides` on top.
+
+        - "all": what the agent wrote itself stays as long as anything is used (its
+          file writes keep their calls and go stale after 24 turns, outputs after 8),
+          and the window waits for 100,000 tokens of history (where Anthropic's own
+          context editing starts clearing by default).
+        - "balanced" (the default): outputs go stale after 4 unnamed turns, the agent's
+          own file text after 12; at least 95% of what later answers use stays in view
+          on every shared recording (docs/frontier.md).
+        - "lean": the agent's file text ages like any output, and the window keeps the
+          history under 40,000 tokens (the mean peak working context, 41k, of the
+          cheapest layer in a live graded comparison behind Claude Code): fewer tokens,
+          more recalls, less kept in view.
+        """
+        try:
+            preset = KEEP_PRESETS[keep]
+        except KeyError:
+            raise ConfigError(f"keep must be one of {', '.join(KEEP)}, not {keep!r}") from None
+        return cls(**{**preset(), **overrides})
+
+    @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LifecycleConfig:
         d = dict(d)
         if "prices" in d:
@@ -126,4 +154,22 @@ class LifecycleConfig:
             d["segments"] = SegmentRules.from_dict(d["segments"]) if d["segments"] is not None else None
         if d.get("window") is not None:
             d["window"] = WindowRule.from_dict(d["window"])
+        if d.get("tail") is not None:
+            d["tail"] = TailRules.from_dict(d["tail"])
         return cls(**d)
+
+
+KEEP = ("all", "balanced", "lean")
+"""The retention dial's positions, from the most kept to the least (`LifecycleConfig.for_keep`)."""
+
+KEEP_PRESETS: dict[str, Callable[[], dict[str, Any]]] = {
+    "all": lambda: {
+        "segments": SegmentRules(stale_after_turns=8, stale_written_after_turns=24, keep_written_calls=True),
+        "window": WindowRule(trigger_tokens=100_000),
+    },
+    "balanced": lambda: {},
+    "lean": lambda: {
+        "segments": SegmentRules(stale_after_turns=4, stale_written_after_turns=4),
+        "window": WindowRule(trigger_tokens=40_000),
+    },
+}

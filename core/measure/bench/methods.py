@@ -18,6 +18,8 @@ from ...config import CONTENT_PASSES, Config
 from ...estimator import ImmediateEstimator, OfflineEstimator
 from ...lifecycle.schedule import Lifecycle, LifecycleConfig
 from ...lifecycle.segments import SegmentRules, WindowRule
+from ...lifecycle.settings import KEEP
+from ...lifecycle.tail import TailRules
 from ...passes.truncate import DEFAULT_LIMITS
 from ...pilot import TokenPilot
 from ...store.artifacts import ArtifactStore
@@ -27,7 +29,7 @@ from .method import Message, Method, MethodSession, Rendered, Stateless, split_s
 from .oracle import HindsightOracle
 
 _ART = re.compile(r"art_[0-9a-f]{24}")
-STUB_PREFIX = "[tokenpilot: evicted"
+RECALL_CALL = "recall_artifact(artifact_id="  # in every stub and marker that names an archive
 
 
 # ---------------------------------------------------------------------------
@@ -140,8 +142,12 @@ class TokenPilotMethod:
     name: str = "tokenpilot"
     kind: ClassVar[str] = "tokenpilot"
     store: ArtifactStore = field(default_factory=ArtifactStore)
-    segments: SegmentRules | None = field(default_factory=SegmentRules)
+    segments: SegmentRules | None | Literal["keep"] = "keep"
+    """Segment rules; "keep": the dial position's (`keep`); None: whole tasks only."""
     lifecycle: Mapping[str, Any] = field(default_factory=dict)  # other LifecycleConfig fields
+    keep: str = "balanced"
+    """The retention dial's position (`LifecycleConfig.for_keep`): its segment rules and
+    window, under `segments` and `lifecycle` when those are given other values."""
 
     def for_profile(self, profile: str) -> TokenPilotMethod:
         """The same method with its cost gate (and, for "profile", its batch) set for `profile`'s cache."""
@@ -156,11 +162,14 @@ class TokenPilotMethod:
             return replace(self, batch_turns=LifecycleConfig().batch_turns).session(session_id)
         if self.batch_turns is not None:
             estimator = ImmediateEstimator() if self.immediate else OfflineEstimator()
-            cfg = LifecycleConfig(
+            preset = LifecycleConfig.for_keep(self.keep)
+            segments = preset.segments if self.segments == "keep" else self.segments
+            cfg = replace(
+                preset,
                 batch_turns=self.batch_turns,
                 schedule="inline",
                 cost_gate=not self.immediate,
-                segments=self.segments,
+                segments=segments,
                 **self.lifecycle,
             )
 
@@ -180,9 +189,9 @@ class _PilotSession:
     def render(self, prompt: list[Message], tools: list[dict[str, Any]], timestamp: float | None) -> Rendered:
         p = self.pilot.prepare(prompt, tools, session_id=self.sid)
         self.artifacts.update(p.stats.artifacts)
-        for m in p.messages:  # eviction stubs name the archive of what they replaced
+        for m in p.messages:  # stubs and cut markers name the archive of what they replaced
             content = m.get("content")
-            if isinstance(content, str) and content.startswith(STUB_PREFIX):
+            if isinstance(content, str) and RECALL_CALL in content:
                 self.artifacts.update(_ART.findall(content))
         return Rendered(p.messages, p.tools, p.tail_start, frozenset(self.artifacts))
 
@@ -220,8 +229,9 @@ def default_methods(
     methods.append(TokenPilotMethod(batch_turns=None, name="tokenpilot_global"))
     for b in b_sweep:
         label = "inf" if b is None else str(b)
-        if b == 3:  # the default (its gate priced for the cache profile)
+        if b == 3:  # the default (its gate priced for the cache profile), and the dial's other positions
             methods.append(TokenPilotMethod(name="tokenpilot"))
+            methods.extend(TokenPilotMethod(keep=k, name=f"tokenpilot_{k}") for k in KEEP if k != "balanced")
             continue
         methods.append(TokenPilotMethod(batch_turns=b, name=f"tokenpilot_B{label}"))
     methods.append(TokenPilotMethod(batch_turns=3, immediate=True, name="tokenpilot_immediate"))
@@ -235,12 +245,16 @@ _RULE_FIELDS = {
     "consumed_listings": {"consumed_listings": False},
     "stale_outputs": {"stale_after_turns": None},
     "stale_after_action": {"stale_after_action": False},
+    "answer_is_action": {"answer_is_action": False},
+    "written_horizon": {"stale_written_after_turns": None},
 }
 
 
 def ablation_methods() -> list[Method]:
     """Vanilla, TokenPilot, and TokenPilot with one thing taken away each: every segment
-    rule, the window rule, the window's exemption for what the last turns used, all
+    rule (the stale rule's horizon back at 8 turns, the agent's written files aging like
+    any output, a write's call kept when its output goes), each tail rule (and the shrink
+    of what the agent looked through, off by default), the window rule, the window's exemption for what the last turns used, all
     segment rules (whole tasks only, as in the paper), compact line numbers, the
     segment-aware gate's minimum, the gate's recall risk, each content-aware pass, the lossless JSON re-encoding (and its rows),
     re-shown lines, and the whole history shown to a compaction request (its summary then
@@ -250,6 +264,24 @@ def ablation_methods() -> list[Method]:
     methods: list[Method] = [Vanilla(), TokenPilotMethod(name="tokenpilot")]
     for rule, off in _RULE_FIELDS.items():
         methods.append(TokenPilotMethod(segments=replace(full, **off), name=f"tokenpilot_no_{rule}"))
+    methods.append(
+        TokenPilotMethod(segments=replace(full, stale_after_turns=8), name="tokenpilot_stale_after_8")
+    )
+    methods.append(
+        TokenPilotMethod(
+            segments=replace(full, keep_written_calls=True), name="tokenpilot_written_keep_calls"
+        )
+    )
+    methods.append(TokenPilotMethod(lifecycle={"tail": None}, name="tokenpilot_no_tail"))
+    methods.append(
+        TokenPilotMethod(lifecycle={"tail": TailRules(images=False)}, name="tokenpilot_no_tail_images")
+    )
+    methods.append(
+        TokenPilotMethod(lifecycle={"tail": TailRules(uncitable=False)}, name="tokenpilot_no_tail_uncitable")
+    )
+    methods.append(
+        TokenPilotMethod(lifecycle={"tail": TailRules(shrink=True)}, name="tokenpilot_tail_shrink")
+    )
     methods.append(TokenPilotMethod(lifecycle={"window": None}, name="tokenpilot_no_window"))
     methods.append(
         TokenPilotMethod(
