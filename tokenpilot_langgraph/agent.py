@@ -26,9 +26,10 @@ from tokenpilot_langgraph.state import TokenPilotAgentState
 from tokenpilot_langgraph.tool_node import tokenpilot_tool_node
 
 
-def default_pilot(config: Config | None = None, **kwargs: Any) -> TokenPilot:
-    """A TokenPilot for graphs: eviction every 3 turns, the estimator run by the graph."""
-    kwargs.setdefault("lifecycle", LifecycleConfig(schedule="manual"))
+def default_pilot(config: Config | None = None, *, keep: str = "balanced", **kwargs: Any) -> TokenPilot:
+    """A TokenPilot for graphs: eviction every 3 turns, the estimator run by the graph;
+    `keep` is the retention dial (`LifecycleConfig.for_keep`: all, balanced, lean)."""
+    kwargs.setdefault("lifecycle", LifecycleConfig.for_keep(keep, schedule="manual"))
     if "estimator" not in kwargs:
         kwargs["estimator"] = default_estimator()
     return TokenPilot(config, **kwargs)
@@ -48,14 +49,15 @@ def create_tokenpilot_agent(
     interrupt_after: list[str] | None = None,
     debug: bool = False,
     name: str | None = None,
+    keep: str = "balanced",
 ) -> Any:
-    """Build and compile the agent graph. `pilot` defaults to `default_pilot()`.
+    """Build and compile the agent graph. `pilot` defaults to `default_pilot(keep=keep)`.
 
     The compiled graph carries the pilot as `graph.tokenpilot` (for
     `thread_stats(graph.tokenpilot, thread_id)`). A pilot whose lifecycle schedule is not
     "manual" runs its estimator itself; the estimator node is then never scheduled.
     """
-    pilot = pilot or default_pilot()
+    pilot = pilot or default_pilot(keep=keep)
     tools = list(tools)
     graph = StateGraph(TokenPilotAgentState)
     graph.add_node(

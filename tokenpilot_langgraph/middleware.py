@@ -57,9 +57,10 @@ class TokenPilotMiddleware(AgentMiddleware):
         *,
         prompt_cache_key: bool | None = None,
         checkpoint: bool = True,
+        keep: str = "balanced",
     ) -> None:
         super().__init__()
-        self.pilot = pilot or default_pilot()
+        self.pilot = pilot or default_pilot(keep=keep)
         self.tools = [recall_tool(self.pilot)]
         self.cache_key = prompt_cache_key
         self.checkpoint = checkpoint

@@ -27,6 +27,7 @@ from tokenpilot_openclaw.openclaw_config import (
     save_config,
     snippet,
 )
+from tokenpilot_proxy.serve_options import add_keep_argument
 
 
 def add_install_arguments(p: argparse.ArgumentParser) -> None:
@@ -79,6 +80,7 @@ def add_install_arguments(p: argparse.ArgumentParser) -> None:
         help="the proxy's log file (default <OpenClaw state dir>/logs/tokenpilot-serve.log; "
         "OpenClaw keeps only a short tail of its output, and `doctor` reads it)",
     )
+    add_keep_argument(p)
     p.add_argument("--context-window", type=int, default=128_000)
     p.add_argument("--max-tokens", type=int, default=8192)
     p.add_argument(
@@ -104,6 +106,7 @@ def plan_from_args(args: argparse.Namespace) -> InstallPlan:
         context_window=args.context_window,
         max_tokens=args.max_tokens,
         plugin_dir=PLUGIN_DIR,
+        keep=args.keep,
     )
 
 

@@ -141,6 +141,7 @@ class InstallPlan:
     timeout_s: int = 300
     python: str = field(default_factory=lambda: sys.executable)
     plugin_dir: Path = PLUGIN_DIR
+    keep: str = "balanced"  # the retention dial, passed to `tokenpilot serve --keep`
 
     @property
     def proxy_url(self) -> str:
@@ -169,6 +170,8 @@ class InstallPlan:
             args += ["--state-dir", str(self.state_dir)]
         if self.log_file:
             args += ["--log-file", str(self.log_file)]
+        if self.keep != "balanced":
+            args += ["--keep", self.keep]
         return args
 
     def provider(self) -> dict[str, Any]:

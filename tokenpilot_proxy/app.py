@@ -207,9 +207,11 @@ def _stores(
             lock_wait_s=settings.store_lock_wait_s,
             socket_timeout_s=settings.store_timeout_s,
         )
-        pilot = pilot or TokenPilot(config, store=shared)
+        pilot = pilot or TokenPilot(config, store=shared, keep=settings.keep)
         return pilot, (shared if settings.state_dir is not None else None)
-    pilot = pilot or TokenPilot(config, store=ArtifactStore(Path(settings.store_dir).expanduser()))
+    pilot = pilot or TokenPilot(
+        config, store=ArtifactStore(Path(settings.store_dir).expanduser()), keep=settings.keep
+    )
     if isinstance(pilot.store, Store) and pilot.store.shared:
         return pilot, pilot.store
     if settings.state_dir is None:

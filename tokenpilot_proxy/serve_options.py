@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tokenpilot.lifecycle.settings import KEEP
 from tokenpilot.store.artifacts import default_store_dir
 from tokenpilot.store.state_files import default_state_dir
 
@@ -18,6 +19,18 @@ MB = 2**20
 DEFAULT_CLIENT_TIMEOUT_S = 60.0
 DEFAULT_RECALL_WORKERS = 2
 DEFAULT_RECALL_QUEUE = 32
+
+
+def add_keep_argument(p: argparse.ArgumentParser) -> None:
+    """`--keep`: the retention dial, the same option wherever the proxy is started from
+    (`serve`, `enable`, `openclaw install`)."""
+    p.add_argument(
+        "--keep",
+        choices=KEEP,
+        default="balanced",
+        help="how much of the history stays in view: all (the most kept), balanced (default: 95%% or "
+        "more of what later answers use), lean (the fewest tokens, more recalls); docs/frontier.md",
+    )
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
@@ -78,6 +91,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="session state files (default ~/.cache/tokenpilot/sessions)",
     )
     p.add_argument("--no-state", action="store_true", help="keep session state in memory only")
+    add_keep_argument(p)
     p.add_argument(
         "--store",
         metavar="URL",

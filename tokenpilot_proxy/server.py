@@ -71,6 +71,7 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
         prices_file=getattr(args, "prices", None),
         session_idle_s=getattr(args, "session_idle", 900.0),
         max_sessions=getattr(args, "max_sessions", 1000),
+        keep=getattr(args, "keep", "balanced"),
     )
 
 

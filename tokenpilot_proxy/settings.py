@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tokenpilot.lifecycle.settings import KEEP
 from tokenpilot.store.artifacts import default_store_dir
 from tokenpilot.store.open import is_store_url
 from tokenpilot.store.protocol import redact_store_url
@@ -56,6 +57,7 @@ class ProxySettings:
     # No effect without a state store (`--no-state`): memory is then the only copy.
     session_idle_s: float = 900.0
     max_sessions: int = 1000
+    keep: str = "balanced"  # the retention dial (`LifecycleConfig.for_keep`): all, balanced, lean
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -66,6 +68,8 @@ class ProxySettings:
             )
         if self.max_body_bytes <= 0:
             raise ValueError("the request size limit must be positive")
+        if self.keep not in KEEP:
+            raise ValueError(f"--keep must be one of {', '.join(KEEP)}, got {self.keep!r}")
         for name, value, least in (
             ("--lock-ttl", self.store_lock_ttl_s, 0.001),
             ("--lock-wait", self.store_lock_wait_s, 0.0),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 
+from tokenpilot_proxy.serve_options import add_keep_argument
+
 HOSTS = ("claude-code", "codex", "openclaw")
 DEFAULT_PORTS = {"codex": 8787, "claude-code": 8788, "openclaw": 8787}
 DEFAULT_UPSTREAMS = {
@@ -44,6 +46,7 @@ def add_enable_arguments(p: argparse.ArgumentParser) -> None:
         help="how the proxy starts with the host: a systemd user service where `systemctl --user` "
         "works, else a launcher the host runs at start-up (auto, the default)",
     )
+    add_keep_argument(p)
     p.add_argument(
         "--no-mcp",
         action="store_true",

@@ -84,8 +84,8 @@ def log_path(host: str) -> Path:
     return Path(base).expanduser() / "tokenpilot" / f"serve-{host}.log"
 
 
-def serve_args(upstream: str, port: int) -> list[str]:
-    return ["--upstream", upstream, "--port", str(port)]
+def serve_args(upstream: str, port: int, keep: str = "balanced") -> list[str]:
+    return ["--upstream", upstream, "--port", str(port)] + (["--keep", keep] if keep != "balanced" else [])
 
 
 def _read(path: Path) -> str | None:
@@ -109,7 +109,7 @@ def plan_claude_code(ns: argparse.Namespace, mode: str) -> Plan:
     path = claude_settings_path(ns.config)
     port = ns.port or DEFAULT_PORTS["claude-code"]
     url = f"http://127.0.0.1:{port}"
-    args = serve_args(ns.upstream or DEFAULT_UPSTREAMS["claude-code"], port)
+    args = serve_args(ns.upstream or DEFAULT_UPSTREAMS["claude-code"], port, getattr(ns, "keep", "balanced"))
     try:
         data = json_object(_read(path), path, "env")
     except ValueError as exc:
@@ -145,7 +145,7 @@ def plan_codex(ns: argparse.Namespace, mode: str) -> Plan:
     path = codex_config_path(ns.config)
     port = ns.port or DEFAULT_PORTS["codex"]
     url = f"http://127.0.0.1:{port}"
-    args = serve_args(ns.upstream or DEFAULT_UPSTREAMS["codex"], port)
+    args = serve_args(ns.upstream or DEFAULT_UPSTREAMS["codex"], port, getattr(ns, "keep", "balanced"))
     plan = Plan(notes=[f'Codex uses model_provider = "tokenpilot" ({url}/v1)'])
     mcp = server_command() if _with_mcp(ns, plan) else None
     try:
@@ -219,6 +219,7 @@ def _enable_openclaw(ns: argparse.Namespace, backups: Backups) -> int:
     backups.keep([path, path.with_name(path.name + ".tokenpilot.bak")])
     argv = ["--upstream", ns.upstream, "--port", str(ns.port or DEFAULT_PORTS["openclaw"])]
     argv += [x for m in ns.model for x in ("--model", m)] + (["--config", ns.config] if ns.config else [])
+    argv += ["--keep", getattr(ns, "keep", "balanced")]
     from tokenpilot_openclaw.install import add_install_arguments
 
     p = argparse.ArgumentParser(prog="tokenpilot enable openclaw")
