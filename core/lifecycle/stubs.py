@@ -144,10 +144,11 @@ ID_SHAPE = "art_" + "0" * 24  # an artifact id's length, to size a marker before
 
 
 def worth_cutting(messages: Sequence[Message], k: int, why: str) -> bool:
-    """An output is cut in place only where its marker is at most half its size: a cut
-    that saves less is not worth the recall it may cost."""
-    text = output_text(archived(messages, k, k + 1)[0])
-    return 2 * len(cut_text(text, why, ID_SHAPE)) <= len(text)
+    """An output is cut in place only where its marker is at most half of what it shows (a
+    fold that points at lines shown earlier is as short as it shows): a cut that saves
+    less is not worth the recall it may cost."""
+    held = output_text(archived(messages, k, k + 1)[0])
+    return 2 * len(cut_text(held, why, ID_SHAPE)) <= len(output_text(messages[k]))
 
 
 def cut_marker(messages: Sequence[Message], k: int, why: str, archive: Callable[[str], str]) -> str:

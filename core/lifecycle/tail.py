@@ -138,8 +138,9 @@ def tail_cuts(
         text = output_text(m)
         if not isinstance(content, str) or not text.strip():
             continue
-        if rules.uncitable and not citable(text) and worth_cutting(messages, k, _UNCITABLE):
-            out[k] = _marker(text, _UNCITABLE, archive(text))
+        held = output_text(archived(messages, k, k + 1)[0])  # a fold with the lines it points at
+        if rules.uncitable and not citable(held) and worth_cutting(messages, k, _UNCITABLE):
+            out[k] = _marker(held, _UNCITABLE, archive(held))
             continue
         kind = kinds.get(m.get("tool_call_id"), "command")
         if rules.shrink and (kind == "search" or (kind == "command" and m.get("tool_call_id") in shells)):
