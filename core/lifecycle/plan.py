@@ -180,7 +180,8 @@ class Planner:
         digests); one whose turns the caller removed or changed is forgotten (there is
         nothing left to evict). Nothing evicted is shown again; logged at INFO only."""
         turns = self.segmenter.update(messages)
-        if all(self._in_place(seg, messages, turns) for seg in self.segments):
+        starts = self._starts(messages, turns)
+        if all(self._in_place(seg, starts) for seg in self.segments):
             return
         index = {t.turn_id: k for k, t in enumerate(turns)}
         kept: list[Segment] = []
@@ -207,11 +208,17 @@ class Planner:
         self.version += 1
 
     @staticmethod
-    def _in_place(seg: Segment, messages: Sequence[Message], turns: Sequence[Turn]) -> bool:
-        starts = {}
+    def _starts(messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, Turn]:
+        """Each turn by where a segment of it may start: its first message, or its assistant
+        message (a bundle evicted without its opener). Built once per call, for every segment."""
+        starts: dict[int, Turn] = {}
         for t in turns:
             starts[t.start] = t
-            starts.setdefault(assistant_index(messages, t), t)  # a bundle evicted without its opener
+            starts.setdefault(assistant_index(messages, t), t)
+        return starts
+
+    @staticmethod
+    def _in_place(seg: Segment, starts: Mapping[int, Turn]) -> bool:
         at = seg.start
         for tid in seg.turn_ids:
             turn = starts.get(at)
