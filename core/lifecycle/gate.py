@@ -21,6 +21,7 @@ only from a later point re-sends less) and keeps the one that saves the most.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -160,8 +161,10 @@ def recall_risk_usd(
     return reuse * sum(trip + n * p.write_price(profile) for n in bundle_tokens) / 1e6
 
 
+@functools.lru_cache(maxsize=4096)
 def marker_tokens(text: str) -> int:
-    """Tokens of an output shown as a marker (a tool message holding only the marker)."""
+    """Tokens of an output shown as a marker (a tool message holding only the marker).
+    Remembered by text: the gate weighs every marker of the plan at every batch."""
     return message_tokens({"role": "tool", "content": text})
 
 
@@ -173,6 +176,12 @@ class Rendering:
     drop: Collection[int]
     stubs: Mapping[int, Sequence[Mapping[str, Any]]]
     replace: Mapping[int, str]  # outputs shown as a marker
+    stub_counts: Mapping[int, int] | None = None  # tokens of `stubs` per index, when known
+
+    def stub_tokens(self) -> Mapping[int, int]:
+        if self.stub_counts is not None:
+            return self.stub_counts
+        return {i: sum(message_tokens(m) for m in ms) for i, ms in self.stubs.items()}
 
     def shown(self, i: int, replace: Mapping[int, str] | None = None) -> int:
         cut = self.replace if replace is None else replace
@@ -199,31 +208,22 @@ def best_cut(
     request holds from the cut on under the new plan, plus everything ahead of the
     history when the tools change (`head_refill`). The floor `min_tokens` is for segment
     rules (a small retired bundle is the likeliest to be needed back); a finished task
-    nothing names goes on the economics alone."""
+    nothing names goes on the economics alone.
+
+    The plan's segments are disjoint (`plan_eviction` walks the turns once), so from a cut
+    on the request is the whole new plan's and before it the current one's: each cut's
+    sums are read off running totals (`_Weights`), once per batch instead of once per cut."""
+    segments = sorted(plan.segments, key=lambda s: s.start)
+    w = _Weights(segments, now, head_refill)
     best: tuple[float, Decision, int] | None = None
     first: tuple[Decision, int] | None = None
-    n = len(now.counts)
-    for cut in sorted({s.start for s in plan.segments}):
+    for cut in sorted({s.start for s in segments}):
         segs = [s for s in plan.segments if s.start >= cut]
-        dropped = {i for s in segs if not s.cuts for i in range(s.start, s.end)}
-        cuts = {s.start + offset: text for s in segs for offset, text in s.cuts}
-        stub_tokens = sum(message_tokens(s.stub) for s in segs if s.stub)
-        evicted = sum(now.counts[i] for i in dropped) - stub_tokens
-        evicted += sum(now.counts[i] - marker_tokens(text) for i, text in cuts.items())
-        drop = set(now.drop) | dropped
-        stubs = {**now.stubs, **{s.start: (s.stub,) for s in segs if s.stub is not None}}
-        replace = {**now.replace, **cuts}
-        stubbed = {i: sum(message_tokens(m) for m in ms) for i, ms in stubs.items()}
-        refill = sum(now.shown(i, replace) for i in range(cut, n) if i not in drop)
-        refill += sum(t for i, t in stubbed.items() if cut <= i < n)
-        if head_refill is not None:  # the tools change: everything is sent again
-            refill += head_refill + sum(now.shown(i) for i in range(cut) if i not in now.drop)
+        evicted, refill, prompt = w.at(cut)
         risk = 0.0
         if recall_risk:
             # A bundle a rule retired may be wanted back (a task the estimator closed is
             # revived by name instead): each is priced as a recall, times how often one was.
-            prompt = sum(now.shown(i, replace) for i in range(n) if i not in drop)
-            prompt += sum(stubbed.values()) + (head_refill or 0)
             bundles = [
                 _recalled_tokens(s, now.counts) // len(s.reasons)
                 for s in segs
@@ -242,6 +242,63 @@ def best_cut(
             best = (net, decision, cut)
     assert first is not None
     return (best[1], best[2]) if best is not None else first
+
+
+class _Weights:
+    """Running totals of a history under the current plan (`now`) and under the whole new
+    plan, so that a cut's E, A and prompt are a few subtractions.
+
+    With disjoint segments, a message at or after a cut is shown as the whole new plan
+    shows it (every segment that covers it starts at or after the cut), and one before it
+    as the current plan shows it; the same holds for the stubs at each index."""
+
+    __slots__ = ("_after", "_before", "_evicted", "_head", "_late_stubs", "_n", "_stubs_before")
+
+    def __init__(self, segments: Sequence[Any], now: Rendering, head_refill: int | None) -> None:
+        for a, b in zip(segments, segments[1:]):
+            if b.start < a.end:
+                raise ValueError(f"overlapping segments: [{a.start}, {a.end}) and [{b.start}, {b.end})")
+        n = self._n = len(now.counts)
+        dropped = {i for s in segments if not s.cuts for i in range(s.start, s.end)}
+        cuts = {s.start + offset: text for s in segments for offset, text in s.cuts}
+        drop = set(now.drop) | dropped
+        replace = {**now.replace, **cuts}
+        stubs_now = now.stub_tokens()
+        stubs = {**stubs_now, **{s.start: message_tokens(s.stub) for s in segments if s.stub is not None}}
+        leaving = [0] * (n + 1)  # what each index takes out of a request: evicted, less its stub
+        for s in segments:
+            if s.stub and s.start < n:
+                leaving[s.start] -= message_tokens(s.stub)
+        # _evicted[c]: E from c on; _after[c]: the new plan's messages and stubs from c to the
+        # history's end; _before[c]: the current plan's messages before c; _stubs_before[c]:
+        # its stubs before c; _late_stubs: stubs past the history's end (in the prompt only).
+        self._evicted = [0] * (n + 1)
+        self._after = [0] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            if i in dropped:
+                leaving[i] += now.counts[i]
+            if i in cuts:
+                leaving[i] += now.counts[i] - marker_tokens(cuts[i])
+            self._evicted[i] = self._evicted[i + 1] + leaving[i]
+            shown = 0 if i in drop else now.shown(i, replace)
+            self._after[i] = self._after[i + 1] + shown + stubs.get(i, 0)
+        self._before = [0] * (n + 1)
+        self._stubs_before = [0] * (n + 1)
+        for i in range(n):
+            self._before[i + 1] = self._before[i] + (0 if i in now.drop else now.shown(i))
+            self._stubs_before[i + 1] = self._stubs_before[i] + stubs_now.get(i, 0)
+        self._late_stubs = sum(t for i, t in stubs.items() if i >= n)
+        self._head = head_refill
+
+    def at(self, cut: int) -> tuple[int, int, int]:
+        """(E, A, prompt) when the new plan applies from `cut` on."""
+        c = min(cut, self._n)
+        refill = self._after[c]
+        prompt = self._before[c] + self._stubs_before[c] + self._after[c] + self._late_stubs
+        if self._head is not None:  # the tools change: everything is sent again
+            refill += self._head + self._before[c]
+            prompt += self._head
+        return self._evicted[c], refill, prompt
 
 
 def _recalled_tokens(segment: Any, counts: Sequence[int]) -> int:

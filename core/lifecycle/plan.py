@@ -114,6 +114,11 @@ class Planner:
         self._bundles: dict[tuple[str, int, int], BundleRecord] = {}
         self._turn_tokens: dict[tuple[str, int, int], tuple[int, ...]] = {}  # per message of the turn
         self._tokens = MessageTokens()  # the cost gate's counts, kept from one batch to the next
+        self._stub_tokens = MessageTokens()  # the same for the stubs of the plan
+        # the latest `_bundle_records` answer, for the list of turns it was asked for (that
+        # list is made anew by each `segmenter.update`, so it never outlives its history)
+        self._records: tuple[Sequence[Turn], list[BundleRecord]] | None = None
+        self._uses: tuple[list[BundleRecord], list[int]] | None = None  # `_last_uses`, likewise
         self._exports: dict[int, tuple[Segment, Sealed]] = {}  # `segment_exports`, by segment
 
     def segment_exports(self) -> list[dict[str, Any]]:
@@ -389,10 +394,15 @@ class Planner:
         rules = self.config.segments
         if rules is None or not rules.enabled:
             return {}
-        return evictable_bundles(self._bundle_records(messages, turns), rules)
+        records = self._bundle_records(messages, turns)
+        return evictable_bundles(records, rules, last_use=self._last_uses(records))
 
     def _bundle_records(self, messages: Sequence[Message], turns: Sequence[Turn]) -> list[BundleRecord]:
-        """Each turn as the segment rules see it (memoised per turn)."""
+        """Each turn as the segment rules see it (memoised per turn; the list itself once per
+        list of turns, which one batch asks for up to six times)."""
+        last = self._records
+        if last is not None and last[0] is turns and len(last[1]) == len(turns):
+            return last[1]
         records = []
         for t in turns:
             key = (t.turn_id, t.start, t.end)
@@ -400,7 +410,16 @@ class Planner:
             if rec is None:
                 rec = self._bundles[key] = bundle_record(messages, t)
             records.append(rec)
+        self._records = (turns, records)
         return records
+
+    def _last_uses(self, records: list[BundleRecord]) -> list[int]:
+        """`last_uses` of a list of records, once per list (the window and the segment
+        rules both ask for it in a batch)."""
+        last = self._uses
+        if last is None or last[0] is not records:
+            last = self._uses = (records, last_uses(records))
+        return last[1]
 
     def _window_bundles(self, messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, str]:
         """Turn index -> reason, for the turns the window rule evicts now."""
@@ -412,7 +431,7 @@ class Planner:
             return {}
         calls = [r.has_calls for r in self._bundle_records(messages, turns)]  # text actions too
         used = rule.keep_used_turns is not None
-        last_use = last_uses(self._bundle_records(messages, turns)) if used else None
+        last_use = self._last_uses(self._bundle_records(messages, turns)) if used else None
         return window_bundles(calls, rule, rendered, last_use)
 
     def _rendered_tokens(self, messages: Sequence[Message], turns: Sequence[Turn]) -> int:
@@ -429,7 +448,13 @@ class Planner:
                     self._turn_tokens[key] = counts
             total += sum(n for k, n in zip(range(t.start, t.end), counts) if k not in gone)
         total += sum(marker_tokens(text) for text in self.replace.values())
-        return total + sum(message_tokens(m) for ms in self.stubs.values() for m in ms)
+        return total + sum(self._stub_counts().values())
+
+    def _stub_counts(self) -> dict[int, int]:
+        """Tokens of the plan's stubs per index (each stub counted once while it stays)."""
+        flat = [m for ms in self.stubs.values() for m in ms]
+        counts = iter(self._stub_tokens.counts(flat))
+        return {i: sum(next(counts) for _ in ms) for i, ms in self.stubs.items()}
 
     def _best_cut(
         self, messages: Sequence[Message], plan: EvictionPlan, batch: Batch, wrapping_up: bool = False
@@ -444,7 +469,8 @@ class Planner:
         )
         if wrapping_up:
             calls = self.config.expected_calls_min
-        now = Rendering(self._tokens.counts(messages), self.drop, self.stubs, self.replace)
+        counts = self._tokens.counts(messages)
+        now = Rendering(counts, self.drop, self.stubs, self.replace, self._stub_counts())
         cfg = self.config
         return best_cut(
             plan,

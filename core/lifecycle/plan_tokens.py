@@ -5,8 +5,8 @@ the tokens after it that would be sent again. Counting them with `message_tokens
 serialises and hashes every message after the cut, once per cut, at every batch: O(history)
 work that set the latency of every third call. A history only grows between batches,
 and its messages are the same objects from one call to the next (the frozen entries), so
-a count is remembered by the message's identity and checked against the identity of each
-value the message holds: a message object given new values is counted again.
+a count is remembered by the message's identity and checked against the values the
+message holds: a message object given other values is counted again.
 """
 
 from __future__ import annotations
@@ -41,12 +41,9 @@ class MessageTokens:
             key = id(m)
             hit = memo.get(key)
             values = _values(m)
-            if (
-                hit is not None
-                and hit[0] is m
-                and len(hit[1]) == len(values)
-                and all(a[0] is b[0] and a[1] is b[1] for a, b in zip(hit[1], values))
-            ):
+            # the same message holding the same values (a tuple compare, in C: an object
+            # compares equal to itself at once, an equal new value counts the same)
+            if hit is not None and hit[0] is m and hit[1] == values:
                 n = hit[2]
             else:
                 n = message_tokens(m if isinstance(m, dict) else dict(m))

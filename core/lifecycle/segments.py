@@ -288,7 +288,11 @@ def named_in_words(records: Sequence[BundleRecord]) -> set[int]:
 
 
 def evictable_bundles(
-    records: Sequence[BundleRecord], rules: SegmentRules, *, upto: int | None = None
+    records: Sequence[BundleRecord],
+    rules: SegmentRules,
+    *,
+    upto: int | None = None,
+    last_use: Sequence[int] | None = None,
 ) -> dict[int, str]:
     """Turn index -> reason, for bundles the rules retire as of turn `upto` (default: all).
 
@@ -298,13 +302,15 @@ def evictable_bundles(
     One pass from the last turn back, with what the later turns did indexed as it goes
     (by file name, `_file_key`), so a batch costs about the turns it reads rather than
     their square: a session of thousands of turns is planned as cheaply per turn as a
-    short one.
+    short one. `last_use`: `last_uses(records)` when the caller has it already (used only
+    when every record is read).
     """
     n = len(records) if upto is None else min(upto, len(records))
     if not rules.enabled or n == 0:
         return {}
     recs = records[:n]
-    last_use = last_uses(recs)
+    if last_use is None or n != len(records):
+        last_use = last_uses(recs)
     later = _Later()
     out: dict[int, str] = {}
     changed = False  # a turn after the one judged changed a file
