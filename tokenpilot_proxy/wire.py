@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from tokenpilot import Prepared
 from tokenpilot.errors import MessageError
 from tokenpilot.messages.limits import nesting_exceeds
@@ -99,7 +101,7 @@ def loads_bounded(raw: bytes | str, limit: int, data: bytes | None = None) -> An
     value holds more containers than the walk's budget. `data`: `raw` as UTF-8 bytes, when
     the caller has them."""
     try:
-        value = json.loads(raw)
+        value = _loads(raw)
     except RecursionError as exc:
         raise TooDeep(f"JSON nested too deeply to read ({exc})") from exc
     except ValueError as exc:  # not JSON (or a number json will not convert)
@@ -112,6 +114,16 @@ def loads_bounded(raw: bytes | str, limit: int, data: bytes | None = None) -> An
     if deep:
         raise TooDeep(f"JSON nested deeper than {limit} levels")
     return value
+
+
+def _loads(raw: bytes | str) -> Any:
+    """`orjson` (several times faster on a chat body); what it refuses (a lone surrogate
+    escape, NaN, an integer past 64 bits, nesting past its own limit) `json.loads`
+    decides, so a body is accepted or refused exactly as by `json.loads` alone."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 def _utf8(raw: bytes | str, data: bytes | None) -> bytes:
@@ -232,6 +244,13 @@ def encode(body: Mapping[str, Any]) -> bytes:
     A lone surrogate (a `\\ud800` escape in the client's JSON) has no UTF-8 form; it is
     written back as that escape, and only it, so every other character keeps its bytes.
     """
+    # orjson: the bytes of the compact json.dumps below in a tenth of the time, but for a
+    # float under 1e-4, which it may write in another form of the same number (0.00001
+    # for 1e-05); a body only ever goes through this one path, so its bytes stay stable.
+    try:
+        return orjson.dumps(body)
+    except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, a key not a str, a huge int
+        pass
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     try:
         return text.encode("utf-8")
