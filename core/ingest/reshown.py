@@ -20,6 +20,7 @@ so "the output of `cat a.py`" is never ambiguous.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from ..messages.turns import call_name_args, content_text, parsed_args, tool_cal
 from ..passes.folding import MARKER_WORTH, marker_line, original_lines
 
 __all__ = [
+    "OutputsBefore",
     "MIN_RUN_LINES",
     "RESHOWN_NOTE",
     "ShownLines",
@@ -230,12 +232,37 @@ def _outputs_before(messages: Sequence[Any], index: int) -> list[tuple[str, str,
     return shown
 
 
-def expand_in_context(messages: Sequence[Mapping[str, Any]], index: int) -> str:
+class OutputsBefore:
+    """The outputs before each place of one history (`_outputs_before`), from one walk of
+    it, made at the first question: a plan expands many folds of the same history, and a
+    walk per fold made a batch cost the history's length times its folds."""
+
+    __slots__ = ("_messages", "_places", "_shown")
+
+    def __init__(self, messages: Sequence[Any]) -> None:
+        self._messages = messages
+        self._shown: list[tuple[str, str, int]] | None = None
+        self._places: list[int] = []
+
+    def before(self, index: int) -> list[tuple[str, str, int]]:
+        """`_outputs_before(messages, index)`: the labels a walk to `index` gives are the
+        first ones of a walk to the end (each is made from what came before it)."""
+        if self._shown is None:
+            self._shown = _outputs_before(self._messages, len(self._messages))
+            self._places = [place for _, _, place in self._shown]
+        return self._shown[: bisect_left(self._places, index)]
+
+
+def expand_in_context(
+    messages: Sequence[Mapping[str, Any]], index: int, outputs: OutputsBefore | None = None
+) -> str:
     """The text of `messages[index]` (a tool output or an observation, as frozen) with
     each marker replaced by the lines it names in the outputs before it: what the output
     said before its fold. For an eviction's archive, so that a recall of an evicted
-    output never depends on another evicted one."""
-    return _expand(str(messages[index].get("content")), _outputs_before(messages, index), None)
+    output never depends on another evicted one. `outputs`: this history's, when the
+    caller expands several folds of it."""
+    earlier = outputs.before(index) if outputs is not None else _outputs_before(messages, index)
+    return _expand(str(messages[index].get("content")), earlier, None)
 
 
 def expand_hidden(messages: Sequence[Any], hidden: Collection[int], start: int = 0) -> dict[int, str]:

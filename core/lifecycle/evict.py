@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import canonical_json
+from ..ingest.reshown import OutputsBefore
 from ..messages.pairing import validate_pairing
 from ..messages.turns import Turn, tool_calls_of
 from ..pricing import Prices
@@ -234,6 +235,7 @@ def plan_eviction(
     if not turns:
         return EvictionPlan(frozenset(), ())
     gone = frozenset(already_evicted)
+    shown = OutputsBefore(messages)  # one walk of the history for every fold archived
     owners = registry.turn_owners()
     tasks = {t.task_id: t for t in registry.tasks}
     limit = len(messages) if keep_from is None else min(keep_from, len(messages))
@@ -244,7 +246,7 @@ def plan_eviction(
         t
         for t in keep_calls
         if t in retired
-        and any(worth_cutting(messages, k, retired[t]) for k in output_indices(messages, turns[t]))
+        and any(worth_cutting(messages, k, retired[t], shown) for k in output_indices(messages, turns[t]))
     }
 
     def movable(t: int) -> bool:
@@ -302,15 +304,15 @@ def plan_eviction(
             return
         start, end = span_start(run[0]), turns[run[-1]].end
         rule, task_ids, in_place = owner_key(run[0])
-        aid = archive(canonical_json(archived(messages, start, end)))
+        aid = archive(canonical_json(archived(messages, start, end, shown)))
         reasons = tuple(retired[t] for t in run) if rule else ()
         turn_ids = tuple(turns[t].turn_id for t in run)
         if in_place:
             cuts = tuple(
-                (k - start, cut_marker(messages, k, retired[t], archive))
+                (k - start, cut_marker(messages, k, retired[t], archive, shown))
                 for t in run
                 for k in output_indices(messages, turns[t])
-                if worth_cutting(messages, k, retired[t])
+                if worth_cutting(messages, k, retired[t], shown)
             )
             segments.append(Segment(start, end, turn_ids, task_ids, aid, None, reasons, cuts))
             run.clear()
@@ -322,7 +324,7 @@ def plan_eviction(
                 results = results_with_calls(messages, turns[t])
                 if len(results) > 1:  # each result on its own: a recall brings back only the one needed
                     what = ", ".join(
-                        f"{describe_call(call)} = {archive(canonical_json(archived(messages, k, k + 1)))}"
+                        f"{describe_call(call)} = {archive(canonical_json(archived(messages, k, k + 1, shown)))}"
                         for k, call in results
                     )
                 else:
@@ -330,12 +332,10 @@ def plan_eviction(
                     if (
                         len(run) > 1
                     ):  # each bundle also on its own, so a recall brings back only what is needed
-                        what += (
-                            f" = {archive(canonical_json(archived(messages, span_start(t), turns[t].end)))}"
-                        )
+                        what += f" = {archive(canonical_json(archived(messages, span_start(t), turns[t].end, shown)))}"
                 items.append((retired[t], what))
-            outputs = sum(len(output_indices(messages, turns[t])) for t in run)
-            stub_msg = {"role": "user", "content": segment_stub_text(items, start, end, aid, outputs)}
+            count = sum(len(output_indices(messages, turns[t])) for t in run)
+            stub_msg = {"role": "user", "content": segment_stub_text(items, start, end, aid, count)}
         elif stub:
             task = tasks[task_ids[0]]
             outcome = "; ".join(task.completion_evidence) or task.lifecycle

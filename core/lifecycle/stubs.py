@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._canonical import canonical_json
-from ..ingest.reshown import RESHOWN_NOTE, expand_in_context
+from ..ingest.reshown import RESHOWN_NOTE, OutputsBefore, expand_in_context
 from ..messages.observations import is_observation, text_action
 from ..messages.turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
 
@@ -109,15 +109,18 @@ def _rule_label(reason: str) -> str:
     return next((label for rule, label in _RULE_LABELS.items() if reason.startswith(rule)), reason)
 
 
-def archived(messages: Sequence[Message], start: int, end: int) -> list[dict[str, Any]]:
+def archived(
+    messages: Sequence[Message], start: int, end: int, outputs: OutputsBefore | None = None
+) -> list[dict[str, Any]]:
     """`messages[start:end]` as an eviction archives them: an output folded against an
-    earlier one (`reshown`) holds its lines again, so its recall stands on its own."""
+    earlier one (`reshown`) holds its lines again, so its recall stands on its own.
+    `outputs`: the history's `OutputsBefore`, shared by the caller's folds."""
     out = []
     for k in range(start, end):
         m = dict(messages[k])
         if isinstance(m.get("content"), str) and RESHOWN_NOTE in m["content"]:
             try:
-                m["content"] = expand_in_context(messages, k)
+                m["content"] = expand_in_context(messages, k, outputs)
             except ValueError:  # a marker whose lines are gone: archived as it was shown
                 pass
         out.append(m)
@@ -143,18 +146,26 @@ def output_text(message: Message) -> str:
 ID_SHAPE = "art_" + "0" * 24  # an artifact id's length, to size a marker before naming it
 
 
-def worth_cutting(messages: Sequence[Message], k: int, why: str) -> bool:
+def worth_cutting(
+    messages: Sequence[Message], k: int, why: str, outputs: OutputsBefore | None = None
+) -> bool:
     """An output is cut in place only where its marker is at most half of what it shows (a
     fold that points at lines shown earlier is as short as it shows): a cut that saves
     less is not worth the recall it may cost."""
-    held = output_text(archived(messages, k, k + 1)[0])
+    held = output_text(archived(messages, k, k + 1, outputs)[0])
     return 2 * len(cut_text(held, why, ID_SHAPE)) <= len(output_text(messages[k]))
 
 
-def cut_marker(messages: Sequence[Message], k: int, why: str, archive: Callable[[str], str]) -> str:
+def cut_marker(
+    messages: Sequence[Message],
+    k: int,
+    why: str,
+    archive: Callable[[str], str],
+    outputs: OutputsBefore | None = None,
+) -> str:
     """What an output cut in place shows instead of itself: why it went, what it held (its
     size and first line) and the recall that returns it byte for byte."""
-    text = output_text(archived(messages, k, k + 1)[0])
+    text = output_text(archived(messages, k, k + 1, outputs)[0])
     return cut_text(text, why, archive(text))
 
 

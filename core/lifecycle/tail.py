@@ -36,6 +36,7 @@ from typing import Any
 
 from .._canonical import canonical_json
 from ..estimator import extract_refs
+from ..ingest.reshown import OutputsBefore
 from ..messages.call_kinds import SHELL_TOOLS, call_kind, norm_tool
 from ..messages.turns import Turn, call_name_args, parsed_args, tool_calls_of
 from .evict import Segment
@@ -114,10 +115,12 @@ def tail_cuts(
     rules: TailRules,
     mentioned: Collection[str],
     archive: Callable[[str], str],
+    outputs: OutputsBefore | None = None,
 ) -> dict[int, str]:
     """Index -> what the output shows instead, for the outputs of one turn that a tail
     rule cuts (empty: none). `mentioned`: references the agent's and user's words and
-    calls have named so far (`segments.BundleRecord.uses`)."""
+    calls have named so far (`segments.BundleRecord.uses`); `outputs`: the history's
+    `OutputsBefore`, shared by the turns of one look."""
     kinds = {
         c.get("id"): call_kind(*_name_args(c))
         for k in range(turn.start, turn.end)
@@ -138,8 +141,8 @@ def tail_cuts(
         text = output_text(m)
         if not isinstance(content, str) or not text.strip():
             continue
-        held = output_text(archived(messages, k, k + 1)[0])  # a fold with the lines it points at
-        if rules.uncitable and not citable(held) and worth_cutting(messages, k, _UNCITABLE):
+        held = output_text(archived(messages, k, k + 1, outputs)[0])  # a fold with the lines it points at
+        if rules.uncitable and not citable(held) and worth_cutting(messages, k, _UNCITABLE, outputs):
             out[k] = _marker(held, _UNCITABLE, archive(held))
             continue
         kind = kinds.get(m.get("tool_call_id"), "command")
@@ -235,14 +238,15 @@ def tail_segments(
     the complete turns the agent has answered since the last look (the last turn is the
     one it has not answered yet), none already in a segment."""
     out: list[Segment] = []
+    outputs = OutputsBefore(messages)
     for turn in turns[looked : len(turns) - 1]:
         if not turn.complete or any(k in covered for k in range(turn.start, turn.end)):
             continue
-        cuts = tail_cuts(messages, turn, rules, mentioned, archive)
+        cuts = tail_cuts(messages, turn, rules, mentioned, archive, outputs)
         if not cuts:
             continue
         start = assistant_index(messages, turn)
-        aid = archive(canonical_json(archived(messages, start, turn.end)))
+        aid = archive(canonical_json(archived(messages, start, turn.end, outputs)))
         offsets = tuple((k - start, text) for k, text in sorted(cuts.items()))
         out.append(
             Segment(start, turn.end, (turn.turn_id,), (), aid, None, ("tail: " + _why(cuts),), offsets)
