@@ -496,3 +496,34 @@ def test_the_cost_gates_decisions_kept_in_the_state_are_bounded():
         remember_decision(decisions, {"n": i})
     assert len(decisions) == GATE_DECISIONS_KEPT
     assert decisions[0]["n"] == GATE_DECISIONS_KEPT * 2 and decisions[-1]["n"] == GATE_DECISIONS_KEPT * 3 - 1
+
+
+def test_without_stubs_a_task_evicted_around_a_cut_turn_leaves_a_user_message_first():
+    """A turn cut in place keeps its messages: evicting the rest of its task without a stub
+    must not leave its assistant message first after the system prompt (found by the
+    property above; the cut segment's indices were counted as hidden)."""
+    calls = [
+        {"id": c, "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        for c in ("c1", "c2", "c3")
+    ]
+    msgs = [
+        {"role": "system", "content": "You are a helpful agent."},
+        {"role": "user", "content": "Summarize the alpha part of notes.md"},
+        {"role": "assistant", "content": None, "tool_calls": calls[:1]},
+        {"role": "tool", "tool_call_id": "c1", "content": "x"},
+        {"role": "assistant", "content": None, "tool_calls": calls[1:]},
+        {"role": "tool", "tool_call_id": "c2", "content": "x" * 3000},
+        {"role": "tool", "tool_call_id": "c3", "content": "x"},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "Summarize the beta part of data.csv"},
+        {"role": "assistant", "content": "Done."},
+    ]
+
+    class Fixed:
+        points = [2, 4, 7, 9]
+
+    Fixed.msgs = msgs
+    lc, _ = make(batch=1, cost_gate=False, stub=False)
+    renders, _ = drive(lc, Fixed)  # drive checks the pairing (a user message first) on every render
+    assert any(seg.cuts for seg in lc.segments), "the tail cut the output that names nothing"
+    assert renders[-1][1]["role"] == "user"

@@ -213,6 +213,7 @@ def plan_eviction(
     archive: Callable[[str], str],
     keep_from: int | None = None,
     already_evicted: Collection[int] = frozenset(),
+    hidden: Collection[int] | None = None,
     bundles: Mapping[int, str] | None = None,
     from_index: int = 0,
     protected: Collection[int] = frozenset(),
@@ -225,6 +226,8 @@ def plan_eviction(
     `from_index`: only turns starting at or after this message go (the cost gate's cut).
     `protected`: turn indices whose task stays whatever its state (a later turn names
     what they introduced); the task stays whole. Segment rules judge use on their own.
+    `hidden`: the indices of `already_evicted` the request no longer shows (default: all;
+    a segment cut in place keeps its messages, so its calls still open the history).
     `already_evicted`: indices gone in an earlier plan; they are neither planned
     again nor counted as kept, and new segments never merge with old ones (an old
     stub keeps its bytes).
@@ -283,7 +286,9 @@ def plan_eviction(
         if not stub:
             # Without a stub the first message after the preamble could become an
             # assistant message, which Anthropic rejects: keep the leading run then.
-            narrowed = _keep_user_first(messages, turns, narrowed, gone)
+            narrowed = _keep_user_first(
+                messages, turns, narrowed, gone if hidden is None else frozenset(hidden)
+            )
         if narrowed == chosen:
             break
         chosen = narrowed

@@ -295,6 +295,7 @@ class Planner:
                 archive=archive,
                 keep_from=keep_from,
                 already_evicted=covered,
+                hidden=self.drop,
                 bundles=bundles,
                 from_index=from_index,
                 protected=named,
