@@ -215,23 +215,29 @@ def best_cut(
     sums are read off running totals (`_Weights`), once per batch instead of once per cut."""
     segments = sorted(plan.segments, key=lambda s: s.start)
     w = _Weights(segments, now, head_refill)
+    # Per segment, the recalls a rule's retirement risks (one per reason): each segment's
+    # list is made once, and a cut's bundles are those of the segments from it on.
+    risked = [
+        [_recalled_tokens(s, now.counts) // len(s.reasons)] * len(s.reasons) if s.reasons else []
+        for s in segments
+    ]
+    tasks_only = [True] * (len(segments) + 1)  # tasks_only[j]: no segment from j on retired by a rule
+    for j in range(len(segments) - 1, -1, -1):
+        tasks_only[j] = tasks_only[j + 1] and not segments[j].reasons
     best: tuple[float, Decision, int] | None = None
     first: tuple[Decision, int] | None = None
-    for cut in sorted({s.start for s in segments}):
-        segs = [s for s in plan.segments if s.start >= cut]
+    for j, seg in enumerate(segments):
+        if j and segments[j - 1].start == seg.start:
+            continue
+        cut = seg.start
         evicted, refill, prompt = w.at(cut)
         risk = 0.0
         if recall_risk:
             # A bundle a rule retired may be wanted back (a task the estimator closed is
             # revived by name instead): each is priced as a recall, times how often one was.
-            bundles = [
-                _recalled_tokens(s, now.counts) // len(s.reasons)
-                for s in segs
-                if s.reasons
-                for _ in s.reasons
-            ]
+            bundles = [n for per in risked[j:] for n in per]
             risk = recall_risk_usd(bundles, prompt, recall_risk, prices, profile)
-        whole_tasks = all(not s.reasons for s in segs)
+        whole_tasks = tasks_only[j]
         decision = should_evict(
             evicted, refill, calls, prices, profile, 0 if whole_tasks else min_tokens, risk
         )

@@ -409,7 +409,9 @@ class Lifecycle:
             self._generation += 1
             self.registry = registry
             self._segmenter = self._plan.segmenter = TurnSegmenter()
-            self._records.clear()
+            # `_records` stays: a turn's record is a pure function of its messages and place,
+            # which its key names, so a replica that loads the state another one saved
+            # (every call, when calls alternate) does not read every turn again at its batch.
             self._trigger_mark = int(d["triggerMark"])
             self._mark_turn = d.get("markTurn")
             self._covered = int(d["covered"])
