@@ -101,7 +101,7 @@ def loads_bounded(raw: bytes | str, limit: int, data: bytes | None = None) -> An
     value holds more containers than the walk's budget. `data`: `raw` as UTF-8 bytes, when
     the caller has them."""
     try:
-        value = _loads(raw)
+        value = json.loads(raw, parse_constant=_Constant)
     except RecursionError as exc:
         raise TooDeep(f"JSON nested too deeply to read ({exc})") from exc
     except ValueError as exc:  # not JSON (or a number json will not convert)
@@ -116,14 +116,9 @@ def loads_bounded(raw: bytes | str, limit: int, data: bytes | None = None) -> An
     return value
 
 
-def _loads(raw: bytes | str) -> Any:
-    """`orjson` (several times faster on a chat body); what it refuses (a lone surrogate
-    escape, NaN, an integer past 64 bits, nesting past its own limit) `json.loads`
-    decides, so a body is accepted or refused exactly as by `json.loads` alone."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)
+class _Constant(float):
+    """NaN or ±Infinity as a body spelled it. `encode` writes such a body with `json`
+    (orjson would write null, and refuses this type), so it leaves as it came."""
 
 
 def _utf8(raw: bytes | str, data: bytes | None) -> bytes:
@@ -249,7 +244,7 @@ def encode(body: Mapping[str, Any]) -> bytes:
     # for 1e-05); a body only ever goes through this one path, so its bytes stay stable.
     try:
         return orjson.dumps(body)
-    except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, a key not a str, a huge int
+    except TypeError:  # a lone surrogate, a key not a str, an int past 64 bits, NaN (_Constant)
         pass
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     try:
