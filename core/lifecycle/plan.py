@@ -115,8 +115,7 @@ class Planner:
         self._turn_tokens: dict[tuple[str, int, int], tuple[int, ...]] = {}  # per message of the turn
         self._tokens = MessageTokens()  # the cost gate's counts, kept from one batch to the next
         self._stub_tokens = MessageTokens()  # the same for the stubs of the plan
-        # the latest `_bundle_records` answer, for the list of turns it was asked for (that
-        # list is made anew by each `segmenter.update`, so it never outlives its history)
+        # the latest `_bundle_records` answer and its list of turns (made anew by each update)
         self._records: tuple[Sequence[Turn], list[BundleRecord]] | None = None
         self._uses: tuple[list[BundleRecord], list[int]] | None = None  # `_last_uses`, likewise
         self._exports: dict[int, tuple[Segment, Sealed]] = {}  # `segment_exports`, by segment
@@ -214,8 +213,7 @@ class Planner:
 
     @staticmethod
     def _starts(messages: Sequence[Message], turns: Sequence[Turn]) -> dict[int, Turn]:
-        """Each turn by where a segment of it may start: its first message, or its assistant
-        message (a bundle evicted without its opener). Built once per call, for every segment."""
+        """Each turn by where a segment of it may start: its first or its assistant message."""
         starts: dict[int, Turn] = {}
         for t in turns:
             starts[t.start] = t
@@ -399,8 +397,7 @@ class Planner:
         return evictable_bundles(records, rules, last_use=self._last_uses(records))
 
     def _bundle_records(self, messages: Sequence[Message], turns: Sequence[Turn]) -> list[BundleRecord]:
-        """Each turn as the segment rules see it (memoised per turn; the list itself once per
-        list of turns, which one batch asks for up to six times)."""
+        """Each turn as the segment rules see it (memoised per turn, the list per list of turns)."""
         last = self._records
         if last is not None and last[0] is turns and len(last[1]) == len(turns):
             return last[1]
@@ -415,8 +412,7 @@ class Planner:
         return records
 
     def _last_uses(self, records: list[BundleRecord]) -> list[int]:
-        """`last_uses` of a list of records, once per list (the window and the segment
-        rules both ask for it in a batch)."""
+        """`last_uses` of a list of records, once per list (the window and segment rules ask)."""
         last = self._uses
         if last is None or last[0] is not records:
             last = self._uses = (records, last_uses(records))
@@ -449,13 +445,7 @@ class Planner:
                     self._turn_tokens[key] = counts
             total += sum(n for k, n in zip(range(t.start, t.end), counts) if k not in gone)
         total += sum(marker_tokens(text) for text in self.replace.values())
-        return total + sum(self._stub_counts().values())
-
-    def _stub_counts(self) -> dict[int, int]:
-        """Tokens of the plan's stubs per index (each stub counted once while it stays)."""
-        flat = [m for ms in self.stubs.values() for m in ms]
-        counts = iter(self._stub_tokens.counts(flat))
-        return {i: sum(next(counts) for _ in ms) for i, ms in self.stubs.items()}
+        return total + sum(self._stub_tokens.per_key(self.stubs).values())
 
     def _best_cut(
         self, messages: Sequence[Message], plan: EvictionPlan, batch: Batch, wrapping_up: bool = False
@@ -470,8 +460,8 @@ class Planner:
         )
         if wrapping_up:
             calls = self.config.expected_calls_min
-        counts = self._tokens.counts(messages)
-        now = Rendering(counts, self.drop, self.stubs, self.replace, self._stub_counts())
+        stubs = self._stub_tokens.per_key(self.stubs)
+        now = Rendering(self._tokens.counts(messages), self.drop, self.stubs, self.replace, stubs)
         cfg = self.config
         return best_cut(
             plan,

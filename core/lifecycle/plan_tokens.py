@@ -51,3 +51,9 @@ class MessageTokens:
             out.append(n)
         self._by_id = kept
         return out
+
+    def per_key(self, groups: Mapping[int, Sequence[Message]]) -> dict[int, int]:
+        """Tokens of each group's messages (a plan's stubs per index), remembered as by
+        `counts`: a stub is counted once while the plan keeps it."""
+        counts = iter(self.counts([m for ms in groups.values() for m in ms]))
+        return {i: sum(next(counts) for _ in ms) for i, ms in groups.items()}
