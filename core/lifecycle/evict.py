@@ -106,10 +106,6 @@ class Segment:
             tuple((int(offset), str(text)) for offset, text in d.get("cuts", ())),
         )
 
-    @property
-    def in_place(self) -> bool:
-        return bool(self.cuts)
-
 
 def plan_index(
     segments: Sequence[Segment],
@@ -280,15 +276,14 @@ def plan_eviction(
     chosen = [a or b for a, b in zip(by_task, by_rule)]
     groups = _linked_groups(messages, turns)
     fully_gone = [all(k in gone for k in range(t.start, t.end)) for t in turns]
+    shown_gone = gone if hidden is None else frozenset(hidden)  # what the request no longer shows
     while True:  # both steps only un-choose turns, so this ends
         blocked = {groups[t] for t in range(len(turns)) if not chosen[t] and not fully_gone[t]}
         narrowed = [c and groups[t] not in blocked for t, c in enumerate(chosen)]
         if not stub:
             # Without a stub the first message after the preamble could become an
             # assistant message, which Anthropic rejects: keep the leading run then.
-            narrowed = _keep_user_first(
-                messages, turns, narrowed, gone if hidden is None else frozenset(hidden)
-            )
+            narrowed = _keep_user_first(messages, turns, narrowed, shown_gone)
         if narrowed == chosen:
             break
         chosen = narrowed
@@ -356,8 +351,7 @@ def plan_eviction(
             flush()
         run.append(t)
     flush()
-    evicted = frozenset(k for s in segments if not s.cuts for k in range(s.start, s.end))
-    return EvictionPlan(evicted, tuple(segments))
+    return EvictionPlan(frozenset(plan_index(segments)[0]), tuple(segments))
 
 
 def _keep_user_first(
