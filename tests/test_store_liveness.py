@@ -301,12 +301,15 @@ class _LateStore(RedisStore):
 
 
 def test_an_own_write_that_a_stalled_redis_applies_late_does_not_roll_memory_back(server, tmp_path):
+    from tokenpilot.lifecycle.schedule import LifecycleConfig
     from tokenpilot_proxy import Proxy, ProxySettings
 
-    # The stall is the one `_LateStore` makes: a real timeout of a busy machine (the default
-    # second) would make the proxy save once more, and the version count below would drift.
-    store = _LateStore(f"{server.url}?namespace=late", socket_timeout_s=60.0)
-    proxy = Proxy(ProxySettings(upstream="http://127.0.0.1:9/v1"), pilot=TokenPilot(store=store))
+    # The estimator runs inside each call: run in the background, its result is saved
+    # whenever its thread ends, which on a busy machine fell after the stall and bumped
+    # the version before the late write landed (a StateConflict, or `4 == 3` below).
+    store = _LateStore(f"{server.url}?namespace=late")
+    pilot = TokenPilot(store=store, lifecycle=LifecycleConfig(schedule="inline"))
+    proxy = Proxy(ProxySettings(upstream="http://127.0.0.1:9/v1"), pilot=pilot)
     assert proxy.state is store
     history = _history("late")
     for step in range(4):
