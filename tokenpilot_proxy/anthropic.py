@@ -90,6 +90,9 @@ class AnthropicApi:
     def parse(self, raw: bytes) -> dict[str, Any]:
         return anthropic_wire.check_body(wire.parse_body(raw))
 
+    def streams(self, body: Mapping[str, Any]) -> bool:
+        return body.get("stream") is True
+
     def session_hint(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> str | None:
         return anthropic_wire.session_hint(body, headers)
 

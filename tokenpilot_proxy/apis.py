@@ -58,6 +58,9 @@ class Api(Protocol):
 
     def parse(self, raw: bytes) -> dict[str, Any]: ...
 
+    def streams(self, body: Mapping[str, Any]) -> bool:
+        """Whether the client asked for a stream (a body flag, or Gemini's method)."""
+
     def session_hint(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> str | None: ...
 
     def to_core(

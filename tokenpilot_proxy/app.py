@@ -28,7 +28,7 @@ from tokenpilot.store.disk import DiskStore
 from tokenpilot.store.open import open_redis
 from tokenpilot.store.protocol import Store
 from tokenpilot.tokens import count_tokens
-from tokenpilot_proxy import anthropic, chat, endpoints, responses
+from tokenpilot_proxy import anthropic, chat, endpoints, gemini, responses
 from tokenpilot_proxy.dashboard import Dashboard
 from tokenpilot_proxy.memtrim import Trimmer
 from tokenpilot_proxy.metrics import ProxyMetrics
@@ -187,6 +187,7 @@ class Proxy:
         chat.add_routes(app, self.path)
         responses.add_routes(app, self.path)
         anthropic.add_routes(app, self.path)
+        gemini.add_routes(app, self.path)
         endpoints.add_routes(app, self.path, self.started)
         app.router.add_get("/metrics", self.metrics.view)
         Dashboard(self).add_routes(app)

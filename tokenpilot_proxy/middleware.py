@@ -12,11 +12,13 @@ from aiohttp import web
 
 from tokenpilot_proxy.dashboard import browser_authorized
 from tokenpilot_proxy.errors import STATUS_TYPES, internal_error, json_error
+from tokenpilot_proxy.gemini import VERSIONS, google_shaped
 from tokenpilot_proxy.memtrim import BodyStalled
 from tokenpilot_proxy.request_path import RequestPath
 from tokenpilot_proxy.serve_options import MB
 
 log = logging.getLogger("tokenpilot.openclaw")
+GEMINI_PREFIXES = tuple(f"/{v}/models/" for v in VERSIONS)
 
 
 class Guard:
@@ -36,9 +38,12 @@ class Guard:
         conn = request.protocol
         self.busy.add(conn)
         try:
-            return await self._guarded(request, handler)
+            answer = await self._guarded(request, handler)
         finally:
             self.busy.discard(conn)
+        if request.path.startswith(GEMINI_PREFIXES):  # Gemini's clients read Google's error shape
+            return google_shaped(answer)
+        return answer
 
     async def _guarded(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -250,8 +250,9 @@ class RequestPath:
             stats.errors += 1
             msg = f"upstream answered 200 with a body that is not JSON ({len(payload)} bytes)"
             return json_error(502, msg, type_="upstream_error", code="upstream_bad_response")
-        if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
-            stats.record_usage(obj["usage"])
+        usage = obj.get("usage", obj.get("usageMetadata")) if isinstance(obj, dict) else None
+        if isinstance(usage, dict):  # usageMetadata: Gemini's
+            stats.record_usage(usage)
         return web.Response(status=resp.status, body=payload, headers=response_headers(resp))
 
     async def open_stream(self, request: web.Request, resp: aiohttp.ClientResponse) -> web.StreamResponse:

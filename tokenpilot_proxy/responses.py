@@ -297,6 +297,9 @@ class ResponsesApi:
     def parse(self, raw: bytes) -> dict[str, Any]:
         return check_body(wire.parse_body(raw))
 
+    def streams(self, body: Mapping[str, Any]) -> bool:
+        return body.get("stream") is True
+
     def session_hint(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> str | None:
         return resolve_session_id(body, headers)
 

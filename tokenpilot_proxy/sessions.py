@@ -59,7 +59,7 @@ MAX_SESSION_CHARS = 56
 # OpenAI's limit on prompt_cache_key; OpenClaw cuts its session id to fit it.
 CACHE_KEY_CHARS = 64
 SESSION_HEADERS = ("session_id", "x-session-affinity")
-CREDENTIAL_HEADERS = ("authorization", "x-api-key")
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
 _HASH_HEX = 16
 _PREFIX_CHARS = MAX_SESSION_CHARS - 1 - _HASH_HEX
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
@@ -190,8 +190,13 @@ class SessionStats:
 
     def record_usage(self, usage: Mapping[str, Any]) -> None:
         """Count a `usage` object: OpenAI chat (also DeepSeek's `prompt_cache_hit_tokens`),
-        OpenAI Responses (`input_tokens_details`) or Anthropic, whose `input_tokens`
-        leave out the cache reads and writes (the prompt is all three)."""
+        OpenAI Responses (`input_tokens_details`), Anthropic, whose `input_tokens`
+        leave out the cache reads and writes (the prompt is all three), or Gemini's
+        `usageMetadata` (thoughts are billed as output)."""
+        if "promptTokenCount" in usage:
+            usage = {"prompt_tokens": _int(usage.get("promptTokenCount")) + _int(usage.get("toolUsePromptTokenCount")),
+                     "prompt_tokens_details": {"cached_tokens": _int(usage.get("cachedContentTokenCount"))},
+                     "completion_tokens": _int(usage.get("candidatesTokenCount")) + _int(usage.get("thoughtsTokenCount"))}  # fmt: skip
         details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
         cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
         cached = cached or _int(usage.get("prompt_cache_hit_tokens"))

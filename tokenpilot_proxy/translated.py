@@ -65,7 +65,7 @@ class Translated:
         # a client that lists recall_artifact itself runs it (as OpenClaw's plugin does)
         rounds = 0 if any(tool_name(t) == RECALL_TOOL_NAME for t in tools or []) else MAX_RECALL_ROUNDS
         turns = RecallTurns(path.recall, api, call.session_id)
-        if body.get("stream") is True:
+        if api.streams(body):
             return await self._stream(request, turns, out, headers, stats, rounds)
         for n in range(rounds + 1):
             resp = await path.send(out, headers, stats, path=api.path)

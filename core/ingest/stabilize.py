@@ -203,9 +203,11 @@ def is_recall_tool(name: object) -> bool:
     """`recall_artifact` as TokenPilot lists it, or as an MCP client lists the one our MCP
     server offers (`tokenpilot mcp`): Claude Code and Codex name a server's tool
     `mcp__<server>__<tool>` (older Codex `<server>__<tool>`; a namespace's child
-    `<namespace>.<tool>`). Either way it is a recall."""
+    `<namespace>.<tool>`; Gemini CLI `mcp_<server>_<tool>`). Either way it is a recall."""
     return isinstance(name, str) and (
-        name == RECALL_TOOL_NAME or name.endswith((MCP_SEPARATOR + RECALL_TOOL_NAME, "." + RECALL_TOOL_NAME))
+        name == RECALL_TOOL_NAME
+        or name.endswith((MCP_SEPARATOR + RECALL_TOOL_NAME, "." + RECALL_TOOL_NAME))
+        or name.startswith("mcp_") and name.endswith("_" + RECALL_TOOL_NAME)
     )
 
 

@@ -1,4 +1,4 @@
-"""The built-in upstreams: scripted OpenAI and Anthropic servers on 127.0.0.1, no key needed.
+"""The built-in upstreams: scripted OpenAI, Anthropic and Gemini servers on 127.0.0.1, no key needed.
 
 They are the proxy's demo mode (`tokenpilot serve --demo`: the proxy in front of a built-in
 upstream, so a reduction, a recall and the dashboard can be seen in a minute without a
@@ -27,6 +27,7 @@ from tokenpilot_proxy.demo.base import (
     common_prefix_len,
     prompt_text,
 )
+from tokenpilot_proxy.demo.gemini_upstream import FakeGemini, gemini_prompt_text
 from tokenpilot_proxy.demo.openai_upstream import FakeUpstream, responses_prompt_text
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "ANTHROPIC_MAX_BREAKPOINTS",
     "CHARS_PER_TOKEN",
     "FakeAnthropic",
+    "FakeGemini",
     "FakeUpstream",
     "Fault",
     "LocalServer",
@@ -44,6 +46,7 @@ __all__ = [
     "ToolCall",
     "anthropic_blocks",
     "common_prefix_len",
+    "gemini_prompt_text",
     "prompt_text",
     "responses_prompt_text",
 ]
