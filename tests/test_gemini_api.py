@@ -8,7 +8,6 @@ tools) and reports implicit cache reads by prefix.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -73,7 +72,9 @@ def sdk(rp: RunningProxy) -> genai.Client:
     return genai.Client(api_key="gm-test", http_options=types.HttpOptions(base_url=rp.url))
 
 
-def config(date: str = "2026-12-07", tools: list[dict[str, Any]] | None = None) -> types.GenerateContentConfig:
+def config(
+    date: str = "2026-12-07", tools: list[dict[str, Any]] | None = None
+) -> types.GenerateContentConfig:
     decls = [types.FunctionDeclaration(**_snake(d)) for d in (tools if tools is not None else [SHELL])]
     return types.GenerateContentConfig(
         system_instruction=system(date),
@@ -86,14 +87,18 @@ def _snake(d: dict[str, Any]) -> dict[str, Any]:
     return {"parameters_json_schema" if k == "parametersJsonSchema" else k: v for k, v in d.items()}
 
 
-async def ask(client: genai.Client, stream: bool, contents: list[Any], **kw: Any) -> types.GenerateContentResponse:
+async def ask(
+    client: genai.Client, stream: bool, contents: list[Any], **kw: Any
+) -> types.GenerateContentResponse:
     """One call; streamed, the chunks' parts gathered into one answer (as Gemini CLI does)."""
     cfg = kw.pop("config", None) or config()
     if not stream:
         return await client.aio.models.generate_content(model=MODEL, contents=contents, config=cfg)
     parts: list[types.Part] = []
     last: types.GenerateContentResponse | None = None
-    async for chunk in await client.aio.models.generate_content_stream(model=MODEL, contents=contents, config=cfg):
+    async for chunk in await client.aio.models.generate_content_stream(
+        model=MODEL, contents=contents, config=cfg
+    ):
         last = chunk
         if chunk.candidates and chunk.candidates[0].content and chunk.candidates[0].content.parts:
             parts += chunk.candidates[0].content.parts
@@ -125,7 +130,9 @@ def answer(resp: types.GenerateContentResponse, outputs: Callable[[int], str], k
     parts = [
         types.Part(
             function_response=types.FunctionResponse(
-                id=f"{p.function_call.name}-{k}-{j}", name=p.function_call.name, response={"output": outputs(k)}
+                id=f"{p.function_call.name}-{k}-{j}",
+                name=p.function_call.name,
+                response={"output": outputs(k)},
             )
         )
         for j, p in enumerate(resp.candidates[0].content.parts)
@@ -156,7 +163,9 @@ async def test_ten_sdk_calls_extend_the_last_byte_for_byte_with_usage_passed_bac
         assert cur.prompt.startswith(prev.prompt), "each upstream prompt extends the previous one"
         assert cur.cached_tokens == len(prev.prompt) // 4, "the whole previous prompt is read from cache"
     final = reqs[-1].body
-    outputs = [p["functionResponse"] for c in final["contents"] for p in c["parts"] if "functionResponse" in p]
+    outputs = [
+        p["functionResponse"] for c in final["contents"] for p in c["parts"] if "functionResponse" in p
+    ]
     assert len(outputs) == 9 and "art_" in outputs[0]["response"]["output"]
     assert len(outputs[0]["response"]["output"]) < len(BIG) / 2, "the big output was reduced"
     assert [o["response"]["output"] for o in outputs[1:]] == [f"ok {k}" for k in range(1, 9)]
@@ -185,12 +194,20 @@ async def test_recall_is_answered_inside_the_proxy_byte_exact(start, fake, strea
     rp = await start(model)
     contents = [
         {"role": "user", "parts": [{"text": "build it"}]},
-        {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "make"}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": BIG}}}]},
+        {
+            "role": "model",
+            "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "make"}}}],
+        },
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": BIG}}}],
+        },
     ]
     resp = await ask(sdk(rp), stream, contents)
     texts = [p.text for p in resp.candidates[0].content.parts]
-    assert not any(p.function_call for p in resp.candidates[0].content.parts), "the client never sees the recall"
+    assert not any(p.function_call for p in resp.candidates[0].content.parts), (
+        "the client never sees the recall"
+    )
     assert "".join(texts) == f"Reading all of it.The build printed {len(BIG)} chars."
     first, second = fake.generate_requests()
     recalled = second.body["contents"][-1]["parts"][0]["functionResponse"]
@@ -204,14 +221,22 @@ async def test_a_recall_next_to_another_call_defers_that_call(start, fake):
         last = body["contents"][-1]["parts"][0]["functionResponse"]
         if last["name"] == "run_shell_command":
             aid = last["response"]["output"].split('artifact_id="', 1)[1].split('"', 1)[0]
-            return Reply("", (ToolCall("recall_artifact", {"artifact_id": aid}), ToolCall("run_shell_command", {})))
+            return Reply(
+                "", (ToolCall("recall_artifact", {"artifact_id": aid}), ToolCall("run_shell_command", {}))
+            )
         return Reply("ok")
 
     rp = await start(model)
     contents = [
         {"role": "user", "parts": [{"text": "build it"}]},
-        {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "make"}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": BIG}}}]},
+        {
+            "role": "model",
+            "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "make"}}}],
+        },
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": BIG}}}],
+        },
     ]
     await ask(sdk(rp), False, contents)
     answers = fake.generate_requests()[1].body["contents"][-1]["parts"]
@@ -223,8 +248,14 @@ async def test_count_tokens_counts_the_managed_request_and_commits_nothing(start
     rp = await start()
     contents = [
         {"role": "user", "parts": [{"text": "build it"}]},
-        {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "make"}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": BIG}}}]},
+        {
+            "role": "model",
+            "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "make"}}}],
+        },
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": BIG}}}],
+        },
     ]
     got = await sdk(rp).aio.models.count_tokens(model=MODEL, contents=contents)
     assert got.total_tokens < len(BIG) // 4 / 2, "the big output is counted reduced"
@@ -294,7 +325,9 @@ async def test_an_unknown_method_is_404_and_upstream_errors_pass_as_they_came(st
 async def test_a_client_listing_the_mcp_recall_tool_gets_no_second_one(start, fake):
     rp = await start()
     mcp_tool = {"name": "mcp_tokenpilot_recall_artifact", "parametersJsonSchema": {"type": "object"}}
-    await ask(sdk(rp), False, [{"role": "user", "parts": [{"text": "hi"}]}], config=config(tools=[SHELL, mcp_tool]))
+    await ask(
+        sdk(rp), False, [{"role": "user", "parts": [{"text": "hi"}]}], config=config(tools=[SHELL, mcp_tool])
+    )
     names = [d["name"] for d in fake.requests[0].body["tools"][0]["functionDeclarations"]]
     assert sorted(names) == ["mcp_tokenpilot_recall_artifact", "run_shell_command"]
     assert is_recall_tool("mcp_tokenpilot_recall_artifact") and not is_recall_tool("mcp_recall_artifacts")
@@ -347,7 +380,9 @@ def gemini_bodies(draw: st.DrawFn) -> dict[str, Any]:
             contents.append({"role": "user", "parts": answers + draw(st.lists(_user_part, max_size=1))})
     body: dict[str, Any] = {"contents": contents, "generationConfig": {"temperature": 0}}
     if draw(st.booleans()):
-        body["systemInstruction"] = {"parts": [{"text": t} for t in draw(st.lists(_text, min_size=1, max_size=2))]}
+        body["systemInstruction"] = {
+            "parts": [{"text": t} for t in draw(st.lists(_text, min_size=1, max_size=2))]
+        }
     if draw(st.booleans()):
         body["tools"] = [{"functionDeclarations": [SHELL, {"name": "read_file", "parameters": {"type": "object"}}]},
                          {"googleSearch": {}}]  # fmt: skip
