@@ -1,4 +1,4 @@
-"""`tokenpilot doctor [--host claude-code|codex|openclaw]`: is each host wired to the proxy,
+"""`tokenpilot doctor [--host claude-code|codex|gemini-cli|openclaw]`: is each host wired to the proxy,
 is the proxy up, do cache hits come back, and why did a session's cached prefix break?
 
 Per host, its own config first:
@@ -7,6 +7,9 @@ Per host, its own config first:
 - Codex: `$CODEX_HOME/config.toml` (default `~/.codex`) selects a `model_provider` whose
   `base_url` is the proxy's `/v1` and whose `wire_api` is "responses" (Codex ignores
   `OPENAI_BASE_URL`, and a top-level `openai_base_url` costs a WebSocket fallback);
+- Gemini CLI: `~/.gemini/.env` sets `GOOGLE_GEMINI_BASE_URL` to the proxy, and nothing
+  hides it here (an exported variable, a nearer .env, an untrusted folder, a sign-in that
+  does not use the Gemini API: `hosts.gemini_config`);
 - OpenClaw: everything `tokenpilot openclaw doctor` checks (it stays as an alias).
 
 Then the proxy the config names: `/health`, and the usage it saw per session (hit rate
@@ -32,11 +35,12 @@ from typing import Any
 
 from tokenpilot_openclaw.doctor import openclaw_checks
 from tokenpilot_proxy.checks import FAIL, OK, WARN, Check, check_proxy, check_stats, saved_stats
+from tokenpilot_proxy.hosts import gemini_config
 from tokenpilot_proxy.hosts.enable import missing_proxy_extra
 from tokenpilot_proxy.hosts.mcp_config import MODULE, SERVER_NAME, claude_json_path
 from tokenpilot_proxy.serve_options import DEFAULT_PORT, default_state_dir
 
-HOSTS = ("claude-code", "codex", "openclaw")
+HOSTS = ("claude-code", "codex", "gemini-cli", "openclaw")
 DEFAULT_PROXY = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 
@@ -195,6 +199,40 @@ def check_codex(home: Path) -> tuple[list[Check], str | None]:
     return out, _proxy_base(base)
 
 
+def check_gemini_cli(settings_file: Path, cwd: Path) -> tuple[list[Check], str | None]:
+    env_file = gemini_config.env_path()
+    text = env_file.read_text(encoding="utf-8") if env_file.exists() else ""
+    base = gemini_config.env_value(text)
+    if not base:
+        return [Check(FAIL, gemini_config.ENV_VAR, f"not set in {env_file}: Gemini CLI talks to Google "
+                      "directly (run `tokenpilot enable gemini-cli`)")], None  # fmt: skip
+    out = [Check(OK, gemini_config.ENV_VAR, f"{base} ({env_file})")]
+    try:
+        settings = (
+            json.loads(settings_file.read_text(encoding="utf-8") or "{}") if settings_file.exists() else {}
+        )
+    except (OSError, ValueError) as exc:
+        return [*out, Check(FAIL, "gemini-cli settings", f"{settings_file}: {exc}")], _proxy_base(base)
+    settings = settings if isinstance(settings, dict) else {}
+    shell = os.environ.get(gemini_config.ENV_VAR)
+    if shell and _proxy_base(shell) != _proxy_base(base):
+        out.append(
+            Check(WARN, f"shell {gemini_config.ENV_VAR}", f"{shell} in this shell wins over {env_file}")
+        )
+    nearer = gemini_config.nearer_env_files(cwd)
+    if nearer and not shell:
+        out.append(Check(WARN, "env file", f"in {cwd}, Gemini CLI reads {nearer[0]} instead of {env_file}: "
+                         f"add {gemini_config.ENV_VAR} there, or export it in your shell"))  # fmt: skip
+    if not shell and gemini_config.trusted(cwd, settings) is not True:
+        out.append(Check(WARN, "folder trust", f"{cwd} is not a trusted folder: Gemini CLI reads no "
+                         f"{gemini_config.ENV_VAR} from env files there (trust it, or export the variable)"))  # fmt: skip
+    auth = ((settings.get("security") or {}).get("auth") or {}).get("selectedType")
+    if auth in gemini_config.AUTH_BYPASSING:
+        out.append(Check(WARN, "sign-in", f"Gemini CLI signs in with {gemini_config.AUTH_BYPASSING[auth]}, "
+                         "whose requests do not go through the proxy: use a Gemini API key (GEMINI_API_KEY)"))  # fmt: skip
+    return out, _proxy_base(base)
+
+
 # ---------------------------------------------------------------------------
 # The command
 # ---------------------------------------------------------------------------
@@ -208,6 +246,7 @@ def hosts_to_check(args: argparse.Namespace) -> list[str]:
         for host, path in (
             ("claude-code", claude_settings_path(args.claude_settings)),
             ("codex", codex_home(args.codex_home) / "config.toml"),
+            ("gemini-cli", gemini_config.env_path()),
             ("openclaw", config_path(args.config)),
         )
         if path.exists()
@@ -234,6 +273,8 @@ def host_checks(host: str, args: argparse.Namespace) -> list[Check]:
         return openclaw_checks(ns)
     if host == "claude-code":
         found, url = check_claude_code(claude_settings_path(args.claude_settings))
+    elif host == "gemini-cli":
+        found, url = check_gemini_cli(gemini_config.settings_path(), Path.cwd())
     else:
         found, url = check_codex(codex_home(args.codex_home))
     found.append(check_mcp(host, args))
@@ -251,8 +292,8 @@ def check_mcp(host: str, args: argparse.Namespace) -> Check:
     """TokenPilot's MCP server in the client's MCP configuration: absent (the proxy's own
     tool then), or registered with a command that can start it here."""
     try:
-        if host == "claude-code":
-            where = claude_json_path()
+        if host in ("claude-code", "gemini-cli"):  # a JSON file, key mcpServers
+            where = claude_json_path() if host == "claude-code" else gemini_config.settings_path()
             data = json.loads(where.read_text(encoding="utf-8") or "{}") if where.exists() else {}
             entry = (data.get("mcpServers") or {}).get(SERVER_NAME) if isinstance(data, dict) else None
         else:
@@ -285,7 +326,7 @@ def run_host_doctor(args: argparse.Namespace) -> int:
     hosts = hosts_to_check(args)
     report: dict[str, list[Check]] = {}
     if not hosts:
-        report["hosts"] = [Check(WARN, "hosts", "no Claude Code, Codex or OpenClaw config found: "
+        report["hosts"] = [Check(WARN, "hosts", "no Claude Code, Codex, Gemini CLI or OpenClaw config found: "
                                  "`tokenpilot enable <host>`, or name one with --host")]  # fmt: skip
         if args.proxy_url:
             report["proxy"] = proxy_checks(_proxy_base(args.proxy_url), args)

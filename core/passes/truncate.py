@@ -40,15 +40,16 @@ DEFAULT_LIMITS: Mapping[str, int | None] = MappingProxyType(
             "terminal",
             "exec_command",
             "local_shell",
+            "run_shell_command",  # Gemini CLI's
         ),
         # Search results are a list; the first hits are the useful ones.
-        **_family(20_000, "grep", "rg", "search_files"),
+        **_family(20_000, "grep", "rg", "search_files", "search_file_content"),
         # Auth flows should say little; a long answer is an error page.
         **_family(10_000, "mcp_auth"),
         # Writes and edits echo what the agent itself sent: rarely long, keep nearly all.
         **_family(100_000, "glob", "write", "edit", "write_file", "edit_file", "apply_patch"),
         # A read is exactly what was asked for: never cut (use offset/limit to read less).
-        **_family(None, "read", "file_read", "read_file", "view", "cat"),
+        **_family(None, "read", "file_read", "read_file", "read_many_files", "view", "cat"),
         # A fetch of a named page or document is the web's read: what was asked for.
         **_family(None, "webfetch", "web_fetch", "fetch"),
     }

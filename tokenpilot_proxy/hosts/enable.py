@@ -11,6 +11,8 @@ any, and restores the backups byte for byte.
 - codex: the `tokenpilot` provider in `$CODEX_HOME/config.toml` (`codex_toml`).
   Codex runs user hooks only once the user has trusted them, so without systemd the
   launcher command is printed, to run before `codex` (or from a login script).
+- gemini-cli: `GOOGLE_GEMINI_BASE_URL` in `~/.gemini/.env`, the MCP server and (without
+  systemd) a `SessionStart` hook in `~/.gemini/settings.json` (`gemini_config`).
 - openclaw: `tokenpilot openclaw install` (OpenClaw starts the proxy itself).
 """
 
@@ -29,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tokenpilot_proxy.hosts import DEFAULT_PORTS, DEFAULT_UPSTREAMS
+from tokenpilot_proxy.hosts import DEFAULT_PORTS, DEFAULT_UPSTREAMS, gemini_config
 from tokenpilot_proxy.hosts.backups import Backups, Manifest
 from tokenpilot_proxy.hosts.codex_toml import TomlEditError, enable_text
 from tokenpilot_proxy.hosts.mcp_config import (
@@ -49,7 +51,13 @@ from tokenpilot_proxy.hosts.service import (
     unit_path,
     unit_text,
 )
-from tokenpilot_proxy.hosts.undo import unapply_claude_mcp, unapply_claude_settings, unapply_lines, user_edits
+from tokenpilot_proxy.hosts.undo import (
+    unapply_claude_mcp,
+    unapply_claude_settings,
+    unapply_gemini_settings,
+    unapply_lines,
+    user_edits,
+)
 
 
 class EnableError(Exception):
@@ -166,6 +174,34 @@ def plan_codex(ns: argparse.Namespace, mode: str) -> Plan:
     return plan
 
 
+def plan_gemini_cli(ns: argparse.Namespace, mode: str) -> Plan:
+    port = ns.port or DEFAULT_PORTS["gemini-cli"]
+    url = f"http://127.0.0.1:{port}"
+    args = serve_args(ns.upstream or DEFAULT_UPSTREAMS["gemini-cli"], port, getattr(ns, "keep", "balanced"))
+    env_file = gemini_config.env_path()
+    plan = Plan(notes=[f"Gemini CLI sends its requests to {url} ({gemini_config.ENV_VAR} in {env_file})"])
+    plan.writes[env_file] = gemini_config.env_text(_read(env_file), url).encode()
+    mcp = _with_mcp(ns, plan)
+    hook = launcher_command(url, log_path("gemini-cli"), args) if mode == "launcher" else None
+    path = gemini_config.settings_path(ns.config)
+    try:
+        plan.writes[path] = gemini_config.settings_text(_read(path), path, mcp=mcp, hook=hook).encode()
+    except ValueError as exc:
+        raise EnableError(str(exc)) from exc
+    if mcp:
+        plan.notes.append(f"Gemini CLI lists recall_artifact from TokenPilot's MCP server "
+                          f"(mcpServers.{SERVER_NAME} in {path})")  # fmt: skip
+    if hook is not None:
+        plan.notes.append("a SessionStart hook starts the proxy when it is not running")
+    plan.notes.append(
+        f"Gemini CLI reads {env_file} only in folders you trust and that have no .env of their own; "
+        f"to cover every folder, also put `export {gemini_config.ENV_VAR}={url}` in your shell profile. "
+        "It needs a Gemini API key (GEMINI_API_KEY): Login with Google and Vertex AI bypass the proxy"
+    )
+    _service(plan, "gemini-cli", args, mode)
+    return plan
+
+
 def _with_mcp(ns: argparse.Namespace, plan: Plan) -> bool:
     """Whether to register the MCP server: unless `--no-mcp`, where it can run."""
     if getattr(ns, "no_mcp", False):
@@ -183,6 +219,7 @@ def _with_mcp(ns: argparse.Namespace, plan: Plan) -> bool:
 PLANNERS: dict[str, Callable[[argparse.Namespace, str], Plan]] = {
     "claude-code": plan_claude_code,
     "codex": plan_codex,
+    "gemini-cli": plan_gemini_cli,
 }
 
 
@@ -314,6 +351,9 @@ def _kept_edits(host: str, manifest: Manifest) -> tuple[dict[str, bytes], list[s
                 continue  # nothing left but what enable wrote: remove the file
         elif host == "claude-code" and path.name.endswith(".json"):
             undone = unapply_claude_settings(before, now_text)
+        elif host == "gemini-cli" and path.name.endswith(".json"):
+            ours = json.loads(wrote_text).get("mcpServers", {}).get(SERVER_NAME)  # what enable wrote
+            undone = unapply_gemini_settings(before, now_text, ours)
         else:
             undone = unapply_lines(before or "", wrote_text, now_text)
         if undone is None:

@@ -6,7 +6,8 @@ restore would throw their edit away. Then only enable's own change is taken back
 
 - Claude Code's `settings.json`, structurally: `env.ANTHROPIC_BASE_URL` back to what it was
   (or gone), our `SessionStart` hook entry removed, and containers enable created removed
-  when they are empty again;
+  when they are empty again; Gemini CLI's `settings.json` the same way (our MCP server
+  and hook);
 - any other file (Codex's `config.toml`, a systemd unit), by lines: each hunk enable changed
   is turned back where the user's edits left it untouched.
 
@@ -88,6 +89,12 @@ def unapply_claude_settings(before: str | None, current: str) -> str | None:
             env.pop("ANTHROPIC_BASE_URL", None)
         if not env and "env" not in old:
             del now["env"]
+    _drop_hooks(now, old)
+    return json.dumps(now, indent=2, ensure_ascii=False) + "\n"
+
+
+def _drop_hooks(now: dict[str, Any], old: dict[str, Any]) -> None:
+    """Our `SessionStart` hook entries out of `now`, and the containers enable made if empty."""
     hooks = now.get("hooks")
     if isinstance(hooks, dict) and isinstance(hooks.get("SessionStart"), list):
         hooks["SessionStart"] = [g for g in hooks["SessionStart"] if not _ours(g)]
@@ -96,7 +103,53 @@ def unapply_claude_settings(before: str | None, current: str) -> str | None:
             del hooks["SessionStart"]
         if not hooks and "hooks" not in old:
             del now["hooks"]
+
+
+def _drop_server(now: dict[str, Any], old: dict[str, Any], ours: Any) -> bool:
+    """Our MCP server out of `now` (or back as it was before enable); False when the user
+    changed our entry (it is theirs now)."""
+    servers = now.get("mcpServers")
+    old_servers = old.get("mcpServers") if isinstance(old.get("mcpServers"), dict) else {}
+    if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
+        if servers[MCP_SERVER_NAME] != ours:
+            return False
+        if MCP_SERVER_NAME in old_servers:
+            servers[MCP_SERVER_NAME] = old_servers[MCP_SERVER_NAME]
+        else:
+            del servers[MCP_SERVER_NAME]
+        if not servers and "mcpServers" not in old:
+            del now["mcpServers"]
+    return True
+
+
+def unapply_gemini_settings(before: str | None, current: str, ours: Any) -> str | None:
+    """Gemini CLI's settings.json with our MCP server (`ours`) and `SessionStart` hook taken
+    out, the user's other edits kept; None when the user changed our server entry."""
+    got = _objects(before, current)
+    if got is None:
+        return None
+    now, old = got
+    if not _drop_server(now, old, ours):
+        return None
+    _drop_hooks(now, old)
+    _drop_auth(now, old)
     return json.dumps(now, indent=2, ensure_ascii=False) + "\n"
+
+
+def _drop_auth(now: dict[str, Any], old: dict[str, Any]) -> None:
+    """The API-key sign-in enable chose where the user had none, unless they chose since."""
+    security, old_security = now.get("security"), old.get("security")
+    auth = security.get("auth") if isinstance(security, dict) else None
+    old_auth = old_security.get("auth") if isinstance(old_security, dict) else None
+    if not isinstance(auth, dict) or auth.get("selectedType") != "gemini-api-key":
+        return
+    if isinstance(old_auth, dict) and "selectedType" in old_auth:
+        return  # the user's own choice, before enable
+    del auth["selectedType"]
+    if not auth and not isinstance(old_auth, dict):
+        del security["auth"]
+    if not security and not isinstance(old_security, dict):
+        del now["security"]
 
 
 def unapply_claude_mcp(before: str | None, current: str, ours: dict[str, Any]) -> str | None:
@@ -107,17 +160,8 @@ def unapply_claude_mcp(before: str | None, current: str, ours: dict[str, Any]) -
     if got is None:
         return None
     now, old = got
-    servers = now.get("mcpServers")
-    old_servers = old.get("mcpServers") if isinstance(old.get("mcpServers"), dict) else {}
-    if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
-        if servers[MCP_SERVER_NAME] != ours:
-            return None
-        if MCP_SERVER_NAME in old_servers:
-            servers[MCP_SERVER_NAME] = old_servers[MCP_SERVER_NAME]
-        else:
-            del servers[MCP_SERVER_NAME]
-        if not servers and "mcpServers" not in old:
-            del now["mcpServers"]
+    if not _drop_server(now, old, ours):
+        return None
     return json.dumps(now, indent=2, ensure_ascii=False) + "\n"
 
 
