@@ -57,7 +57,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_live(args, console)
     if args.calibrate:
         return cmd_calibrate(args.calibrate)
-    for name in args.profile.split(","):
+    for name in (args.profile or "openai").split(","):
         get_profile(name.strip())  # an unknown profile fails now, not after the replay
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise ConfigError(
@@ -67,6 +67,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not sets:
         console.print("[red]no sessions found[/red]")
         return 2
+    if args.profile is None:  # Gemini CLI runs only on Gemini: its sessions are priced on its cache
+        only_gemini = all(getattr(s, "fmt", None) == "gemini_cli" for ss in sets.values() for s in ss)
+        args.profile = "gemini" if only_gemini else "openai"
     wanted = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
     peers: bool | set[str] = args.peers or {m for m in wanted or () if m in peer_names()}
     known = method_names(ablation=args.ablation)
@@ -142,7 +145,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     console.print(
         "Next: tokenpilot bench PATH on your own transcripts (OpenAI chat JSON/JSONL, Claude Code,\n"
-        "Codex CLI, OpenClaw, SWE-agent, tau-bench); --wide for every column; --ablation for each\n"
+        "Codex CLI, Gemini CLI, OpenClaw, SWE-agent, tau-bench); --wide for every column; --ablation for each\n"
         "rule taken away; --live URL for a real endpoint.",
         highlight=False,
         markup=False,
@@ -266,8 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--mode", choices=["continuous", "isolated", "both"], default="continuous")
     b.add_argument(
         "--profile",
-        default="openai",
-        help="cache profiles: openai, anthropic, deepseek, gemini, vllm (comma-separated)",
+        default=None,
+        help="cache profiles: openai, anthropic, deepseek, gemini, vllm (comma-separated; default "
+        "openai, gemini where every session is Gemini CLI's)",
     )
     b.add_argument("--json", metavar="PATH", help="write one record per method × mode × profile × trace set")
     b.add_argument("--markdown", metavar="PATH", help="write the tables as Markdown")

@@ -179,6 +179,10 @@ async def test_ten_sdk_calls_extend_the_last_byte_for_byte_with_usage_passed_bac
     (stats,) = rp.proxy.stats.values()
     assert stats.calls == 10 and stats.cached_tokens == sum(r.cached_tokens for r in reqs) > 0
     assert stats.prompt_tokens == sum(r.prompt_tokens for r in reqs)
+    async with aiohttp.ClientSession() as s, s.get(f"{rp.url}/metrics") as r:
+        metrics = await r.text()
+    cached = [ln for ln in metrics.splitlines() if ln.startswith("tokenpilot_cached_tokens")]
+    assert any(float(ln.rsplit(" ", 1)[1]) == stats.cached_tokens for ln in cached), cached
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -140,3 +140,18 @@ def test_the_shared_gemini_sessions_hold_their_tool_results() -> None:
     assert all(isinstance(m["content"], str) for m in results)
     # Every call's recorded prompt includes its cache hit; none reads more than it sent.
     assert all(c.usage.cached_tokens <= c.usage.prompt_tokens for s in sessions for c in s.usage_calls)
+
+
+def test_bench_prices_gemini_cli_sessions_on_geminis_cache(capsys) -> None:
+    """`tokenpilot bench` on Gemini CLI's sessions alone picks the gemini cache profile and
+    prints every method; --profile still chooses."""
+    from tokenpilot.cli import main
+
+    folder = str(shared_path("traces") / "gemini_cli")
+    assert main(["bench", folder, "--methods", "vanilla,oracle,keep_last_n,tokenpilot"]) == 0
+    out = capsys.readouterr().out
+    assert "gemini cache" in out and "(gemini profile)" in out
+    for method in ("vanilla", "oracle", "keep_last_n", "tokenpilot"):
+        assert f"\n {method} " in out
+    assert main(["bench", folder, "--methods", "vanilla", "--profile", "anthropic"]) == 0
+    assert "anthropic cache" in capsys.readouterr().out
