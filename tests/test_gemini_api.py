@@ -8,6 +8,7 @@ tools) and reports implicit cache reads by prefix.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -425,3 +426,127 @@ def test_through_the_core_every_call_is_answered_and_the_prefix_only_grows(body,
         text = gemini_prompt_text({"contents": out["contents"]})
         assert text.startswith(prev)
         prev = text
+
+
+# ---------------------------------------------------------------------------
+# Hostile bodies, generated: never a 5xx
+# ---------------------------------------------------------------------------
+_scalar = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), _text)
+_loose_part = st.one_of(
+    _scalar,
+    st.fixed_dictionaries({}, optional={"text": _scalar, "thought": _scalar, "thoughtSignature": _scalar}),
+    st.fixed_dictionaries(
+        {
+            "functionCall": st.one_of(
+                _scalar,
+                st.fixed_dictionaries(
+                    {}, optional={"name": _scalar, "args": st.one_of(_scalar, _args), "id": _scalar}
+                ),
+            )
+        }
+    ),  # fmt: skip
+    st.fixed_dictionaries(
+        {
+            "functionResponse": st.one_of(
+                _scalar,
+                st.fixed_dictionaries(
+                    {}, optional={"name": _scalar, "response": st.one_of(_scalar, _response), "id": _scalar}
+                ),
+            )
+        }
+    ),  # fmt: skip
+    st.fixed_dictionaries(
+        {
+            "inlineData": st.one_of(
+                _scalar, st.fixed_dictionaries({}, optional={"mimeType": _scalar, "data": _scalar})
+            )
+        }
+    ),  # fmt: skip
+)
+_loose_content = st.one_of(
+    _scalar,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "role": st.one_of(_scalar, st.sampled_from(["user", "model"])),
+            "parts": st.one_of(_scalar, st.lists(_loose_part, max_size=4)),
+        },
+    ),  # fmt: skip
+)
+_loose_body = st.one_of(
+    _scalar,
+    gemini_bodies(),
+    gemini_bodies().map(lambda b: {"generateContentRequest": b}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "contents": st.one_of(_scalar, st.lists(_loose_content, max_size=5)),
+            "systemInstruction": st.one_of(_scalar, _loose_content),
+            "tools": st.one_of(
+                _scalar,
+                st.lists(
+                    st.one_of(
+                        _scalar,
+                        st.fixed_dictionaries(
+                            {},
+                            optional={
+                                "functionDeclarations": st.one_of(
+                                    _scalar,
+                                    st.lists(
+                                        st.one_of(
+                                            _scalar,
+                                            st.fixed_dictionaries(
+                                                {}, optional={"name": _scalar, "parameters": _scalar}
+                                            ),
+                                        ),
+                                        max_size=2,
+                                    ),
+                                )
+                            },
+                        ),
+                    ),
+                    max_size=2,
+                ),
+            ),  # fmt: skip
+            "cachedContent": _scalar,
+            "generateContentRequest": _scalar,
+        },
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    from tokenpilot_proxy.demo import LoopThread
+
+    loop = LoopThread()
+    fake = FakeGemini(responder=lambda body: Reply("fine"))
+    loop.run(fake.start())
+    store = tmp_path_factory.mktemp("store")
+    settings = ProxySettings(upstream=fake.url, port=0, store_dir=store, state_dir=None, flush_interval_s=0)
+    rp = loop.run(RunningProxy(settings, shutdown_timeout_s=1).start())
+    yield rp.url
+    loop.run(rp.stop())
+    loop.run(fake.close())
+    loop.close()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=_loose_body, method=st.sampled_from(["generateContent", "streamGenerateContent", "countTokens"]))
+def test_no_generated_body_gets_a_5xx(served, body, method):
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"{served}/v1beta/models/{MODEL}:{method}?alt=sse", data=json.dumps(body).encode(),
+        headers={"x-goog-api-key": "k", "Content-Type": "application/json"}, method="POST",
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:  # noqa: S310 - the local proxy
+            status, raw = r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read()
+    assert status < 500, raw[:500]
+    if status >= 400:
+        err = json.loads(raw)["error"]
+        assert isinstance(err["message"], str) and err["code"] == status and "status" in err

@@ -118,8 +118,14 @@ class GeminiRoutes:
 
 def _parse_count(raw: bytes) -> dict[str, Any]:
     body = wire.parse_body(raw)
-    if isinstance(body, dict) and isinstance(body.get("generateContentRequest"), dict):
-        gemini_wire.check_body(body["generateContentRequest"])
+    if isinstance(body, dict) and "generateContentRequest" in body:
+        inner = body["generateContentRequest"]
+        if not isinstance(inner, dict):
+            raise wire.BadRequest(
+                f"'generateContentRequest' must be an object, got {wire.json_kind(inner)}",
+                "generateContentRequest",
+            )
+        gemini_wire.check_body(inner)
         return body
     if isinstance(body, dict) and "contents" not in body:
         body = {**body, "contents": []}
