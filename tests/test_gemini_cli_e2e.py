@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from tokenpilot.measure import traces
 from tokenpilot_proxy import ProxySettings
 from tokenpilot_proxy.demo import FakeGemini, LoopThread, Reply, ToolCall
 from tokenpilot_proxy.demo.gemini_upstream import call_count_errors
@@ -209,6 +210,12 @@ def test_gemini_cli_through_the_proxy_enabled_and_disabled(tmp_path, mcp):
     (sid,) = {s for s, st in rp.proxy.stats.items() if st.calls == 2 + mcp}
     stats = rp.proxy.stats[sid]
     assert stats.prefix_breaks == 0 and stats.cached_tokens > 0
+    # the chat Gemini CLI saved (0.61: JSON lines) is what `tokenpilot bench ~/.gemini/tmp` reads
+    (saved,) = traces.load(home / ".gemini" / "tmp")
+    assert saved.fmt == "gemini_cli" and sent in [m["content"] for m in saved.messages if m["role"] == "tool"]
+    # the usage each answer carried back: with the proxy's recall, its second answer is the last turn's
+    answers = main if mcp else [main[0], main[2]]
+    assert [c.usage.cached_tokens for c in saved.usage_calls] == [r.cached_tokens for r in answers]
 
     # disable: the user's .env back byte for byte; a setting they added since is kept
     settings_file = home / ".gemini" / "settings.json"

@@ -155,3 +155,36 @@ def test_bench_prices_gemini_cli_sessions_on_geminis_cache(capsys) -> None:
         assert f"\n {method} " in out
     assert main(["bench", folder, "--methods", "vanilla", "--profile", "anthropic"]) == 0
     assert "anthropic cache" in capsys.readouterr().out
+
+
+def test_gemini_cli_0_61_json_lines_are_read_as_the_document_they_build(tmp_path: Path) -> None:
+    """0.61 writes a session as JSON lines: a header, messages (rewritten by id once their
+    tool calls ran), `$set` updates, and each tool result again as a user message."""
+    result = [{"functionResponse": {"id": "c1", "name": "run_shell_command", "response": {"output": "a\nb"}}}]
+    lines = [
+        {"sessionId": "s-0161", "projectHash": "ab" * 32, "startTime": "2026-12-07T08:08:17Z", "kind": "main"},
+        {"$set": {"messages": [{"id": "u0", "type": "user", "content": [{"text": "<session_context>"}]}]}},
+        {"id": "u1", "type": "user", "content": [{"text": "build it"}]},
+        {"$set": {"lastUpdated": "2026-12-07T08:08:19Z"}},
+        {"id": "g1", "type": "gemini", "content": "", "tokens": {"input": 100, "output": 1, "cached": 0}},
+        {"id": "g1", "type": "gemini", "content": "", "tokens": {"input": 100, "output": 1, "cached": 0},
+         "toolCalls": [{"id": "c1", "name": "run_shell_command", "args": {"command": "make"}, "result": result}]},
+        {"id": "u2", "type": "user", "content": result},
+        {"id": "g2", "type": "gemini", "content": "done", "tokens": {"input": 180, "output": 2, "cached": 96}},
+        {"$unset": ["kind"]},
+    ]  # fmt: skip
+    path = tmp_path / "chats" / "session-2026-12-07T08-08-s0161.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert detect_format(path) == "gemini_cli"
+    (s,) = traces.load(tmp_path)
+    assert s.id == "s-0161"
+    assert [(m["role"], m.get("content")) for m in s.messages] == [
+        ("user", "<session_context>"),
+        ("user", "build it"),
+        ("assistant", ""),
+        ("tool", "a\nb"),
+        ("assistant", "done"),
+    ]
+    assert [(c.usage.prompt_tokens, c.usage.cached_tokens) for c in s.usage_calls] == [(100, 0), (180, 96)]
+    assert pairing_problems(s.messages) == []

@@ -92,6 +92,8 @@ def _import(payload: Payload) -> list[Session]:
     if fmt == "codex_cli":
         return codex_cli.load(p, data)
     if fmt == "gemini_cli":
+        if payload.kind == "jsonl":
+            data = gemini_cli.from_lines([r for _, r in data if isinstance(r, dict)])
         return gemini_cli.load(p, data)
     raise TraceFormatError(p, f"no importer for format {fmt!r}")
 

@@ -159,6 +159,8 @@ def classify_jsonl(path: Path, records: list[tuple[int, Any]]) -> str:
         raise UnrecognizedTrace(path, "no JSON objects", 1)
     if _is_codex_rollout(dicts):
         return "codex_cli"
+    if gemini_cli.looks_like_lines(dicts):
+        return "gemini_cli"
     for r in dicts:
         if (
             r.get("type") in ("user", "assistant")

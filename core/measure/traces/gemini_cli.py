@@ -1,6 +1,11 @@
-"""Gemini CLI saved chats: `~/.gemini/tmp/<project>/chats/session-*.json`.
+"""Gemini CLI saved chats: `~/.gemini/tmp/<project>/chats/session-*.json` (and `.jsonl`).
 
-One JSON document per session: `{"sessionId", "projectHash", "startTime", "messages": [...]}`.
+One JSON document per session: `{"sessionId", "projectHash", "startTime", "messages": [...]}`;
+Gemini CLI 0.61 writes the same document as JSON lines instead (`from_lines`): a header,
+then each message as it is written (a message written again, by `id`, replaces the
+earlier one: a reply gets its `toolCalls` once they ran) and `{"$set": {...}}` updates
+of the document's keys. It also writes each tool result as a `user` message of
+`functionResponse` parts, which its call's `result` already holds: read once.
 A message is `{"type": "user" | "gemini" | "info" | "error", "content", ...}`. Each
 `gemini` message is one model call: its `tokens {input, output, cached, thoughts, tool,
 total}` are that call's `usageMetadata` (`input` is `promptTokenCount`, which includes the
@@ -32,6 +37,56 @@ def looks_like(obj: dict[str, Any]) -> bool:
     return all(isinstance(m, dict) and m.get("type") in _TYPES for m in messages) and any(
         m.get("type") == "gemini" for m in messages
     )
+
+
+def looks_like_lines(dicts: list[dict[str, Any]]) -> bool:
+    """Gemini CLI's JSON lines: a header with a session id, then typed messages or `$set`s."""
+    head = dicts[0]
+    if "sessionId" not in head or "type" in head:
+        return False
+    rest = dicts[1:]
+    return bool(rest) and all("$set" in r or "$unset" in r or r.get("type") in _TYPES for r in rest)
+
+
+def from_lines(dicts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The session document the lines build up, as the `.json` form holds it."""
+    doc: dict[str, Any] = {k: v for k, v in dicts[0].items()}
+    messages: list[dict[str, Any]] = []
+    at: dict[Any, int] = {}
+    for r in dicts[1:]:
+        if isinstance(r.get("$set"), dict):
+            for key, value in r["$set"].items():
+                if key == "messages" and isinstance(value, list):
+                    messages = [m for m in value if isinstance(m, dict)]
+                    at = {m.get("id"): i for i, m in enumerate(messages) if m.get("id") is not None}
+                else:
+                    doc[key] = value
+        elif "$unset" in r:
+            keys = r["$unset"]
+            for key in keys if isinstance(keys, (list, dict)) else [keys]:
+                doc.pop(key, None)
+        elif r.get("type") in _TYPES:
+            rid = r.get("id")
+            if rid is not None and rid in at:
+                messages[at[rid]] = r
+            else:
+                if rid is not None:
+                    at[rid] = len(messages)
+                messages.append(r)
+    doc["messages"] = messages
+    return doc
+
+
+def _unanswered(content: Any, answered: set[Any]) -> Any:
+    """A user message's content less the tool results its calls already hold."""
+    if not isinstance(content, list):
+        return content
+    return [
+        p
+        for p in content
+        if not (isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
+                and p["functionResponse"].get("id") in answered)
+    ]  # fmt: skip
 
 
 def _text(content: Any) -> str:
@@ -91,10 +146,14 @@ def _usage(tokens: Any) -> Usage | None:
 def load(path: Path, data: dict[str, Any]) -> list[Session]:
     b = Builder()
     meta: dict[str, Any] = {"project_hash": data.get("projectHash"), "start_time": data.get("startTime")}
+    answered: set[Any] = set()  # ids of the tool calls whose results were read
     for rec in data["messages"]:
         kind = rec.get("type")
         if kind == "user":
-            b.task_start(b.add(message("user", _text(rec.get("content")))))
+            content = _unanswered(rec.get("content"), answered)
+            if isinstance(content, list) and not content:
+                continue  # only results the calls already gave
+            b.task_start(b.add(message("user", _text(content))))
         elif kind == "gemini":
             calls = [tc for tc in rec.get("toolCalls") or [] if isinstance(tc, dict)]
             out = b.add(
@@ -109,6 +168,7 @@ def load(path: Path, data: dict[str, Any]) -> list[Session]:
             b.call(out, _usage(rec.get("tokens")), parse_time(rec.get("timestamp")), rec.get("model"))
             for tc in calls:
                 b.add(message("tool", _result_text(tc.get("result")), tool_call_id=tc.get("id")))
+                answered.add(tc.get("id"))
         else:
             meta.setdefault("notices", 0)
             meta["notices"] += 1
