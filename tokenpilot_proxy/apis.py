@@ -92,6 +92,25 @@ class Api(Protocol):
     def relay(self) -> StreamRelay: ...
 
 
+def keyed_headers(
+    base: dict[str, str], incoming: Mapping[str, str], api_key: str | None, key_header: str,
+    forward: tuple[str, ...],
+) -> dict[str, str]:  # fmt: skip
+    """The upstream's headers for an API whose key rides in a header of its own (Anthropic's
+    `x-api-key`, Gemini's `x-goog-api-key`): the proxy's key, else the client's; a client's
+    OAuth `Authorization` is passed on, and the API's own headers in `forward`."""
+    out = dict(base)
+    if api_key:
+        out.pop("Authorization", None)
+        out[key_header] = api_key
+    elif incoming.get(key_header):
+        out[key_header] = incoming[key_header]
+    for name in forward:
+        if incoming.get(name):
+            out[name] = incoming[name]
+    return out
+
+
 class RecallTurns:
     """The recall calls of one client request, run by the proxy, and the one answer it gets."""
 

@@ -29,7 +29,7 @@ from aiohttp import web
 from tokenpilot import Prepared
 from tokenpilot.errors import MessageError
 from tokenpilot_proxy import gemini_render, gemini_wire, sse, wire
-from tokenpilot_proxy.apis import DEFERRED, RECALL_TOOL_NAME
+from tokenpilot_proxy.apis import DEFERRED, RECALL_TOOL_NAME, keyed_headers
 from tokenpilot_proxy.errors import json_error
 from tokenpilot_proxy.request_path import RequestPath
 from tokenpilot_proxy.sessions import SessionStats
@@ -163,18 +163,8 @@ class GeminiApi:
     def headers(
         self, base: dict[str, str], incoming: Mapping[str, str], api_key: str | None
     ) -> dict[str, str]:
-        """Gemini's key is `x-goog-api-key` (the proxy's own key, else the client's); a client's
-        OAuth `Authorization` is passed on as the other APIs pass it."""
-        out = dict(base)
-        if api_key:
-            out.pop("Authorization", None)
-            out[KEY_HEADER] = api_key
-        elif incoming.get(KEY_HEADER) is not None:
-            out[KEY_HEADER] = incoming[KEY_HEADER]
-        for name in FORWARD_HEADERS:
-            if incoming.get(name):
-                out[name] = incoming[name]
-        return out
+        """Gemini's key is `x-goog-api-key` (the proxy's own key, else the client's)."""
+        return keyed_headers(base, incoming, api_key, KEY_HEADER, FORWARD_HEADERS)
 
     def recall_calls(self, response: Mapping[str, Any]) -> list[tuple[str, str, str]] | None:
         """The first candidate's calls when one is a recall (ids made up where Gemini gave

@@ -122,18 +122,27 @@ def _drop_server(now: dict[str, Any], old: dict[str, Any], ours: Any) -> bool:
     return True
 
 
-def unapply_gemini_settings(before: str | None, current: str, ours: Any) -> str | None:
-    """Gemini CLI's settings.json with our MCP server (`ours`) and `SessionStart` hook taken
-    out, the user's other edits kept; None when the user changed our server entry."""
+def _unapply_json(before: str | None, current: str, ours: Any, *, hooks: bool, auth: bool) -> str | None:
+    """A client's JSON settings with enable's keys taken out (our MCP server `ours`, when
+    given; our hook and sign-in where asked), the user's other edits kept; None when the
+    file is no JSON object or the user changed our server entry."""
     got = _objects(before, current)
     if got is None:
         return None
     now, old = got
-    if not _drop_server(now, old, ours):
+    if ours is not None and not _drop_server(now, old, ours):
         return None
-    _drop_hooks(now, old)
-    _drop_auth(now, old)
+    if hooks:
+        _drop_hooks(now, old)
+    if auth:
+        _drop_auth(now, old)
     return json.dumps(now, indent=2, ensure_ascii=False) + "\n"
+
+
+def unapply_gemini_settings(before: str | None, current: str, ours: Any) -> str | None:
+    """Gemini CLI's settings.json with our MCP server (`ours`), `SessionStart` hook and the
+    sign-in enable chose taken out."""
+    return _unapply_json(before, current, ours, hooks=True, auth=True)
 
 
 def _drop_auth(now: dict[str, Any], old: dict[str, Any]) -> None:
@@ -156,13 +165,7 @@ def unapply_claude_mcp(before: str | None, current: str, ours: dict[str, Any]) -
     """Claude Code's global config with our MCP server (`ours`, under `mcpServers.tokenpilot`)
     taken out, or put back as it was before enable; the rest as Claude Code and the user
     left it. None when the user changed our entry (it is theirs now)."""
-    got = _objects(before, current)
-    if got is None:
-        return None
-    now, old = got
-    if not _drop_server(now, old, ours):
-        return None
-    return json.dumps(now, indent=2, ensure_ascii=False) + "\n"
+    return _unapply_json(before, current, ours, hooks=False, auth=False)
 
 
 def user_edits(written: str, current: str, name: str) -> str:
