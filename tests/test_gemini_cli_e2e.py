@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from npm_cache import ensure_cli, node_path
 from npm_cache import run as _run
+from test_claude_code_e2e import _recording  # every history the proxy prepares, as sent
 
 from tokenpilot.measure import traces
 from tokenpilot_proxy import ProxySettings
@@ -75,19 +76,6 @@ def _scripted(recall_tool: str) -> Any:
         return Reply(f"recalled {len(text.split(chr(10), 1)[1])} chars")
 
     return model
-
-
-def _recording(rp: RunningProxy) -> list[list[dict[str, Any]]]:
-    """Every history the proxy's pilot prepares, as the client sent it."""
-    histories: list[list[dict[str, Any]]] = []
-    prepare = rp.proxy.pilot.prepare
-
-    def recording(history: Any, *a: Any, **kw: Any) -> Any:
-        histories.append(history)
-        return prepare(history, *a, **kw)
-
-    rp.proxy.pilot.prepare = recording  # type: ignore[method-assign]
-    return histories
 
 
 def _home(tmp_path: Path) -> tuple[Path, Path]:
