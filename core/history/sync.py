@@ -35,7 +35,7 @@ from ..messages.observations import OBSERVATION_TOOL, is_observation
 from ..passes.truncate import tool_family
 from ..pricing import Prices
 from ..store.protocol import Artifacts
-from .fingerprint import keep, keep_calls, same, same_calls
+from .fingerprint import Digest, keep, keep_calls, same, same_calls
 from .session import Entry, Session, msg_tokens
 
 log = logging.getLogger("tokenpilot")
@@ -98,9 +98,32 @@ class History:
         return reduced, malformed
 
     def match(self, s: Session, history: list[Any]) -> int:
-        """How many leading messages are already ingested, unchanged (ids may differ)."""
+        """How many leading messages are already ingested, unchanged (ids may differ).
+
+        Every call walks the whole history here, so the usual message (a plain dict whose
+        fields the entry holds as they are, not as digests) is compared inline, field by
+        field as `same` does; anything else goes through `same`."""
         n = 0
         for entry, msg in zip(s.entries, history):
+            if entry.live and type(msg) is dict:
+                content = entry.content
+                if type(content) is not Digest:
+                    if entry.role != msg.get("role") or entry.name != msg.get("name"):
+                        break
+                    got = msg.get("content")
+                    try:
+                        if got is not content and not content == got:
+                            break
+                    except RecursionError:
+                        break
+                    calls = entry.calls
+                    if calls is None:
+                        if msg.get("tool_calls"):
+                            break
+                    elif not same_calls(calls, sig_calls(msg)):
+                        break
+                    n += 1
+                    continue
             if not self.same(entry, msg):
                 break
             n += 1
