@@ -380,7 +380,67 @@ class _Splitter:
 def split(data: Mapping[str, Any]) -> Split:
     """`data` (a JSON-safe dict, as `json.dumps` takes it) as a head and its chunks."""
     s = _Splitter()
-    return Split(",".join(s.items(data)), s.chunks)
+    out = Split(",".join(s.items(data)), s.chunks)
+    _CHUNKS.offer(s.chunks)
+    return out
+
+
+class _KnownChunks:
+    """Chunks this process wrote or read lately, parsed, by digest. A digest names its
+    chunk's text, so a chunk known here is not parsed again: with replicas taking turns on
+    a session, each parsed the other's whole journal at every call, though all but the
+    newest chunks were ones it had written or read itself. (Each is still fetched: a chunk
+    the store lost must fail the read.) Kept as text until a read wants one, then parsed
+    once; bounded by the chars held, least recently used out. Parsed chunks are only read:
+    `_decode` builds new containers from them."""
+
+    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self._by_digest: OrderedDict[str, tuple[bool, Any, int]] = OrderedDict()  # (parsed?, value, chars)
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def offer(self, chunks: Mapping[str, str]) -> None:
+        with self._lock:
+            for d, text in chunks.items():
+                if d in self._by_digest:
+                    self._by_digest.move_to_end(d)
+                elif len(text) <= self.max_chars // 8:
+                    self._by_digest[d] = (False, text, len(text))
+                    self._chars += len(text)
+            self._trim()
+
+    def parsed(self, d: str) -> tuple[bool, Any]:
+        """(known, the chunk parsed) for digest `d`."""
+        with self._lock:
+            hit = self._by_digest.get(d)
+            if hit is None:
+                return False, None
+            self._by_digest.move_to_end(d)
+            done, value, size = hit
+        if not done:
+            value = json.loads(value)
+            with self._lock:
+                if d in self._by_digest:
+                    self._by_digest[d] = (True, value, size)
+        return True, value
+
+    def remember(self, d: str, text: str, parsed: Any) -> None:
+        if len(text) > self.max_chars // 8:
+            return
+        with self._lock:
+            if d not in self._by_digest:
+                self._chars += len(text)
+            self._by_digest[d] = (True, parsed, len(text))
+            self._trim()
+
+    def _trim(self) -> None:
+        while self._chars > self.max_chars and self._by_digest:
+            _, (_, _, size) = self._by_digest.popitem(last=False)
+            self._chars -= size
+
+
+_CHUNKS = _KnownChunks()
 
 
 def head_text(body: str, meta: Mapping[str, Any] | None = None) -> str:
@@ -440,13 +500,17 @@ def _fetch_all(root: Any, fetch: Fetch) -> dict[str, Any]:
         want = {d: level for d, level in todo if d not in got}
         if not want:
             break
-        texts = fetch(list(want))
+        texts = fetch(list(want))  # every one, known or not: a chunk the store lost is an error
         todo = []
         for d, level in want.items():
             text = texts.get(d)
             if text is None:
                 raise JournalError(f"the session's journal lacks chunk {d}")
-            got[d] = parsed = json.loads(text)
+            hit, parsed = _CHUNKS.parsed(d)
+            if not hit:
+                parsed = json.loads(text)
+                _CHUNKS.remember(d, text, parsed)
+            got[d] = parsed
             if level == 0:
                 _refs_in(parsed, todo)
             elif isinstance(parsed, list):
