@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokenpilot import ArtifactStore, StateConflict
@@ -392,3 +392,25 @@ def test_redis_states_and_originals_of_the_old_layout_still_load(redis_url):
     assert store.prune() == 1  # old and new keys go together
     assert not r.exists(f"{ns}:a:{h}:{aid}") and store.load_state("s") is None
     assert store.volume() == 0
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    sizes=st.lists(st.integers(1, 700), min_size=2, max_size=160),
+    cuts=st.lists(st.integers(1, 160), min_size=1, max_size=4),
+    edit=st.none() | st.integers(0, 159),
+)
+def test_a_list_split_again_as_it_grows_is_cut_as_if_afresh(monkeypatch, sizes, cuts, edit):
+    """`_ListCuts` reuses the blocks of a growing list's unchanged prefix: every split of a
+    longer (or edited) list is byte for byte what splitting it with no memory gives."""
+    sealed = [J.Sealed({"n": k, "text": "x" * size}) for k, size in enumerate(sizes)]
+    for n in sorted(set(min(c, len(sealed)) for c in cuts)) + [len(sealed)]:
+        items = list(sealed[:n])
+        if edit is not None and edit < n and n == len(sealed):
+            items[edit] = J.Sealed({"n": -1, "text": "edited"})  # a rewrite inside the prefix
+        got = J.split({"entries": items})
+        with monkeypatch.context() as m:  # the same list cut with no memory of earlier splits
+            m.setattr(J, "_LIST_CUTS", J._ListCuts())
+            m.setattr(J, "_SEALED", J._SealedTexts())
+            fresh = J.split({"entries": [J.Sealed(dict(x)) for x in items]})
+        assert (got.body, got.chunks) == (fresh.body, fresh.chunks)

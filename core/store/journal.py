@@ -129,6 +129,82 @@ def _blocks(texts: list[str], min_items: int = 1) -> list[list[str]]:
     return out
 
 
+@dataclass(slots=True)
+class _Cut:
+    """How a list was cut last: its element texts, and per block its end (exclusive),
+    whether a boundary closed it (else it was the list's open tail), digest and text."""
+
+    texts: list[str]
+    min_items: int
+    blocks: list[tuple[int, bool, str, str]]
+    chars: int
+
+
+class _ListCuts:
+    """The blocks of the long lists split lately, by the identity of their first element.
+
+    A session's history is one long list whose element texts are the same objects at every
+    save (`Sealed` entries, from `_SEALED`), and grows at its end: its blocks up to the last
+    boundary inside the unchanged prefix are the same blocks, with the same digests, so
+    only the rest is cut and hashed again. Where a boundary falls depends only on the
+    elements since the one before (`_blocks`), so the result is what cutting the whole list
+    gives. Bounded by the chars of the lists held, least recently used out."""
+
+    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self._by_first: OrderedDict[int, _Cut] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def cut(self, texts: list[str], min_items: int) -> list[tuple[str, str]]:
+        """(digest, text) of each block of `texts`, as `_blocks` cuts them."""
+        key = id(texts[0])
+        with self._lock:
+            prev = self._by_first.get(key)
+        start, kept = 0, []
+        if prev is not None and prev.texts[0] is texts[0] and prev.min_items == min_items:
+            same = 0
+            for a, b in zip(prev.texts, texts):
+                if a is not b:
+                    break
+                same += 1
+            for end, closed, d, text in prev.blocks:
+                if not closed or end > same:
+                    break
+                kept.append((end, closed, d, text))
+                start = end
+        blocks = list(kept)
+        for b in _blocks(texts[start:], min_items):
+            start += len(b)
+            text = "[" + ",".join(b) + "]"
+            blocks.append((start, _closes(b, min_items), digest(text), text))
+        chars = sum(map(len, texts))
+        if chars <= self.max_chars // 4:
+            with self._lock:
+                old = self._by_first.pop(key, None)
+                if old is not None:
+                    self._chars -= old.chars
+                self._by_first[key] = _Cut(list(texts), min_items, blocks, chars)
+                self._chars += chars
+                while self._chars > self.max_chars and self._by_first:
+                    _, dropped = self._by_first.popitem(last=False)
+                    self._chars -= dropped.chars
+        return [(d, text) for _, _, d, text in blocks]
+
+
+def _closes(block: list[str], min_items: int) -> bool:
+    """Whether `_blocks` ended this block at a boundary (not at the list's end)."""
+    if len(block) < min_items:
+        return False
+    t = block[-1]
+    n = len(t)
+    size = sum(map(len, block)) + len(block)
+    return n >= TARGET or size >= MAX_BLOCK or zlib.crc32(t.encode("ascii")) < n * _SCALE
+
+
+_LIST_CUTS = _ListCuts()
+
+
 def _key(k: str) -> str:
     """A dict key as written: one more NUL in front of a key that starts with one."""
     return encode_basestring_ascii("\x00" + k if k.startswith("\x00") else k)
@@ -368,7 +444,10 @@ class _Splitter:
     def list_(self, texts: list[str], min_items: int = 1) -> str:
         if sum(map(len, texts)) + len(texts) < SMALL or len(texts) < min_items:
             return "[" + ",".join(texts) + "]"
-        refs = [self.put("[" + ",".join(b) + "]") for b in _blocks(texts, min_items)]
+        refs = []
+        for d, text in _LIST_CUTS.cut(texts, min_items):
+            self.chunks[d] = text
+            refs.append(d)
         return '{"\\u0000l":' + self.refs(refs) + "}"
 
     def refs(self, refs: list[str]) -> str:
