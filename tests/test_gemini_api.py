@@ -524,3 +524,45 @@ def test_no_generated_body_gets_a_5xx(served, body, method):
     if status >= 400:
         err = json.loads(raw)["error"]
         assert isinstance(err["message"], str) and err["code"] == status and "status" in err
+
+
+async def test_snake_case_fields_as_googles_curl_examples_write_them_are_managed(start, fake):
+    """Google's JSON takes proto field names too (`system_instruction`, `function_response`);
+    they are read like the SDKs' camelCase, and an argument or schema keeps its own keys."""
+    rp = await start()
+    call = {"function_call": {"name": "run_shell_command", "args": {"file_data": "x", "mime_type": "y"}}}
+    result = {"function_response": {"name": "run_shell_command", "response": {"output": BIG}}}
+    body = {
+        "system_instruction": {"parts": [{"text": system("2026-12-07")}]},
+        "contents": [
+            {"role": "user", "parts": [{"text": "build it"}]},
+            {"role": "model", "parts": [call]},
+            {"role": "user", "parts": [result]},
+        ],
+        "tools": [{"function_declarations": [{**_snake(SHELL), "parameters_json_schema": {
+            "type": "object", "properties": {"mime_type": {"type": "string"}}}}]}],
+    }  # fmt: skip
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{rp.url}/v1beta/models/{MODEL}:generateContent", json=body,
+                          headers={"x-goog-api-key": "k"}) as r:  # fmt: skip
+            assert r.status == 200, await r.text()
+    sent = fake.requests[0].body
+    assert "{{TP_DATE" in sent["systemInstruction"]["parts"][0]["text"] and "system_instruction" not in sent
+    assert sent["contents"][1]["parts"][0]["functionCall"]["args"] == {"file_data": "x", "mime_type": "y"}
+    output = sent["contents"][2]["parts"][0]["functionResponse"]["response"]["output"]
+    assert "art_" in output and len(output) < len(BIG) / 2, "the snake_case output was reduced"
+    decl = next(d for d in sent["tools"][0]["functionDeclarations"] if d["name"] == "run_shell_command")
+    assert decl["parametersJsonSchema"]["properties"] == {"mime_type": {"type": "string"}}
+
+
+async def test_a_snake_case_cached_content_is_forwarded_unmanaged(start, fake):
+    rp = await start()
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "go on"}]}],
+        "cached_content": "cachedContents/x",
+    }
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{rp.url}/v1beta/models/{MODEL}:generateContent", json=body,
+                          headers={"x-goog-api-key": "k"}) as r:  # fmt: skip
+            assert r.status == 200
+    assert fake.requests[0].body == {"contents": body["contents"], "cachedContent": "cachedContents/x"}

@@ -125,8 +125,7 @@ def _parse_count(raw: bytes) -> dict[str, Any]:
                 f"'generateContentRequest' must be an object, got {wire.json_kind(inner)}",
                 "generateContentRequest",
             )
-        gemini_wire.check_body(inner)
-        return body
+        return {**body, "generateContentRequest": gemini_wire.check_body(inner)}
     if isinstance(body, dict) and "contents" not in body:
         body = {**body, "contents": []}
     return gemini_wire.check_body(body)

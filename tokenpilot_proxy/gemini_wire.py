@@ -42,11 +42,73 @@ _TEXT_KEYS = frozenset({"text", "thought", "thoughtSignature"})
 # ---------------------------------------------------------------------------
 # Checking
 # ---------------------------------------------------------------------------
+# Google's JSON takes a field by its proto name too (`system_instruction`, `inline_data`:
+# the form of its own curl examples); the SDKs send the camelCase one. The fields the
+# translation reads are taken in either form and go on in camelCase.
+_CAMEL = {
+    "system_instruction": "systemInstruction", "cached_content": "cachedContent",
+    "function_declarations": "functionDeclarations", "parameters_json_schema": "parametersJsonSchema",
+    "function_call": "functionCall", "function_response": "functionResponse", "inline_data": "inlineData",
+    "mime_type": "mimeType", "thought_signature": "thoughtSignature", "file_data": "fileData",
+}  # fmt: skip
+
+
+def _renamed(d: dict[str, Any]) -> dict[str, Any]:
+    """`d`'s keys in camelCase where `_CAMEL` names them; a key given both ways is kept as sent."""
+    if not any(k in _CAMEL for k in d):
+        return d
+    return {(_CAMEL[k] if k in _CAMEL and _CAMEL[k] not in d else k): v for k, v in d.items()}
+
+
+def _part(p: Any) -> Any:
+    if not isinstance(p, dict):
+        return p
+    p = _renamed(p)
+    for key in ("inlineData", "fileData", "functionCall", "functionResponse"):
+        if isinstance(p.get(key), dict):
+            p = {**p, key: _renamed(p[key])}  # their own fields only: args and responses are the agent's
+    return p
+
+
+def _content(c: Any) -> Any:
+    if not isinstance(c, dict) or not isinstance(c.get("parts"), list):
+        return c
+    return {**c, "parts": [_part(p) for p in c["parts"]]}
+
+
+def camel(body: Any) -> Any:
+    """The request with the fields the translation reads in camelCase: the top level, each
+    content and part (and the fields of its call, response or data), each tool and
+    function declaration; never inside arguments, responses, schemas or configs."""
+    if not isinstance(body, dict):
+        return body
+    body = _renamed(body)
+    if isinstance(body.get("contents"), list):
+        body = {**body, "contents": [_content(c) for c in body["contents"]]}
+    if isinstance(body.get("systemInstruction"), dict):
+        body = {**body, "systemInstruction": _content(body["systemInstruction"])}
+    if isinstance(body.get("tools"), list):
+        tools = []
+        for t in body["tools"]:
+            if isinstance(t, dict):
+                t = _renamed(t)
+                decls = t.get("functionDeclarations")
+                if isinstance(decls, list):
+                    t = {
+                        **t,
+                        "functionDeclarations": [_renamed(d) if isinstance(d, dict) else d for d in decls],
+                    }
+            tools.append(t)
+        body = {**body, "tools": tools}
+    return body
+
+
 def check_body(body: Any) -> dict[str, Any]:
-    """The body as a dict, or `BadRequest` naming the first field Gemini would refuse, to
-    the depth `to_core` and the renderer read it."""
+    """The body as a dict (its fields in camelCase: `camel`), or `BadRequest` naming the
+    first field Gemini would refuse, to the depth `to_core` and the renderer read it."""
     if not isinstance(body, dict):
         raise BadRequest(f"the request body must be a JSON object, got {json_kind(body)}")
+    body = camel(body)
     contents = body.get("contents")
     if not isinstance(contents, list):
         raise BadRequest(f"'contents' must be a list of contents, got {json_kind(contents)}", "contents")
