@@ -1,6 +1,6 @@
 """The proxy: one `Proxy` puts its parts together and serves them as an aiohttp app.
 
-The agent (OpenClaw, Claude Code, Codex) talks to this proxy as if it were its provider.
+The agent (OpenClaw, Claude Code, Codex, Gemini CLI) talks to this proxy as if it were its provider.
 Each model call, on whichever API (`chat`, `anthropic`, `responses`), takes the one
 `request_path.RequestPath`: its session is prepared by `TokenPilot.prepare`
 (stabilised system prompt, reduced tool outputs, append-only history), forwarded to

@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
     """Add `serve`, `doctor` and `enable`/`disable` to a parent CLI's subparsers."""
     s = subparsers.add_parser(
         "serve",
-        help=f"run the TokenPilot proxy (Claude Code, Codex, OpenClaw, any OpenAI client; needs {EXTRA})",
+        help=f"run the TokenPilot proxy (Claude Code, Codex, Gemini CLI, OpenClaw, any OpenAI client; needs {EXTRA})",
         description="A proxy that keeps each session's prompt prefix cached and small.",
     )
     add_serve_arguments(s)
@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
 
     hd = subparsers.add_parser(
         "doctor",
-        help="check Claude Code, Codex or OpenClaw's config, the proxy, cache hits and why prefixes broke",
+        help="check Claude Code, Codex, Gemini CLI or OpenClaw's config, the proxy, cache hits and why prefixes broke",
     )
     add_host_doctor_arguments(hd)
     hd.set_defaults(func=lazy("doctor", f"{__package__}.doctor", "run_host_doctor"))
