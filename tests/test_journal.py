@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 
 from tokenpilot import ArtifactStore, StateConflict
 from tokenpilot.store import journal as J
+from tokenpilot.store import journal_blocks as JB
+from tokenpilot.store import journal_memo as JM
 from tokenpilot.store.disk import DiskStore
 from tokenpilot.store.protocol import Store
 from tokenpilot.store.state_files import StateFiles
@@ -180,13 +182,17 @@ _json = st.recursive(
 def test_any_json_state_round_trips_even_with_tiny_blocks(data):
     """Keys that look like references, lone surrogates, nesting: what comes back is what
     JSON would give back, with limits small enough that every path cuts chunks."""
-    saved = {k: getattr(J, k) for k in ("TARGET", "MAX_BLOCK", "STR_MIN", "SMALL", "_MANY", "_SCALE")}
+    saved = {k: getattr(J, k) for k in ("STR_MIN", "SMALL", "_MANY")}
+    saved_blocks = {k: getattr(JB, k) for k in ("TARGET", "MAX_BLOCK", "_SCALE")}
     try:
-        J.TARGET, J.MAX_BLOCK, J.STR_MIN, J.SMALL, J._MANY = 16, 64, 20, 16, 3
-        J._SCALE = 2**32 // J.TARGET
+        J.STR_MIN, J.SMALL, J._MANY = 20, 16, 3
+        JB.TARGET, JB.MAX_BLOCK = 16, 64
+        JB._SCALE = 2**32 // JB.TARGET
         cut = J.split(data)
         got, _ = J.join(json.loads(cut.head({"v": 1})), fetcher(cut.chunks))
     finally:
+        for k, v in saved_blocks.items():
+            setattr(JB, k, v)
         for k, v in saved.items():
             setattr(J, k, v)
     assert got == as_json(data)
@@ -410,7 +416,7 @@ def test_a_list_split_again_as_it_grows_is_cut_as_if_afresh(monkeypatch, sizes, 
             items[edit] = J.Sealed({"n": -1, "text": "edited"})  # a rewrite inside the prefix
         got = J.split({"entries": items})
         with monkeypatch.context() as m:  # the same list cut with no memory of earlier splits
-            m.setattr(J, "_LIST_CUTS", J._ListCuts())
-            m.setattr(J, "_SEALED", J._SealedTexts())
+            m.setattr(J, "_LIST_CUTS", JM._ListCuts())
+            m.setattr(J, "_SEALED", JM._SealedTexts())
             fresh = J.split({"entries": [J.Sealed(dict(x)) for x in items]})
         assert (got.body, got.chunks) == (fresh.body, fresh.chunks)

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenpilot.store import journal
-from tokenpilot.store.journal import STR_MIN, _StringChunks, digest, split
+from tokenpilot.store.journal import STR_MIN, digest, split
+from tokenpilot.store.journal_memo import _StringChunks
 
 
 def test_a_long_string_saved_again_gives_the_same_chunk() -> None:

@@ -1,6 +1,7 @@
 """Where originals and per-session state live, behind one interface (`protocol`): the
 embedded backend (`artifacts`: diskcache originals; `disk`, `state_files`, `journal`: session
-state as an append-only journal), the shared one (`redis` and its `redis_*` parts, with
+state as an append-only journal, cut where `journal_blocks` says and remembered between
+saves by `journal_memo`), the shared one (`redis` and its `redis_*` parts, with
 `breaker` for a Redis that stalls), locks (`file_lock`, `redis_lock`, `reentrant_lock`), the
 factory from a name or URL (`open`), an eviction's archive (`archive`) and the pattern
 search of a recall (`search`).

@@ -1,0 +1,234 @@
+"""What the journal remembers between saves and reads, so that each costs what changed.
+
+A session's state is mostly the same from one save to the next: its long strings and its
+history entries are the same objects (`Sealed`), its history list grows at its end, and
+the chunks another replica wrote are mostly ones this one wrote or read before. Each memo
+here is keyed by identity or by digest, checked on every hit, bounded by the chars it
+holds (least recently used out), and gives what the journal would compute without it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from typing import Any
+
+from .journal_blocks import _blocks, _closes, digest
+
+
+class _StringChunks:
+    """The chunk (digest, escaped text) of each long string saved lately, by identity.
+
+    A session's long strings (its system prompt, in three fields; frozen outputs) are the
+    same objects from one save to the next, and escaping and hashing them again was most of
+    a save. Strings are immutable and each record keeps its string alive, so an id names
+    the same text for as long as it is here. Bounded by the chars it holds (oldest first
+    out), so it keeps at most ~16 MB alive."""
+
+    def __init__(self, max_chars: int = 8 * 1024 * 1024, max_string: int = 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self.max_string = max_string  # longer ones are rare, and would crowd out the rest
+        self._by_id: OrderedDict[int, tuple[str, str, str]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, v: str) -> tuple[str, str]:
+        with self._lock:
+            hit = self._by_id.get(id(v))
+            if hit is not None and hit[0] is v:
+                self._by_id.move_to_end(id(v))
+                return hit[1], hit[2]
+        text = encode_basestring_ascii(v)
+        d = digest(text)
+        if len(v) > self.max_string:
+            return d, text
+        with self._lock:
+            old = self._by_id.pop(id(v), None)
+            if old is not None:
+                self._chars -= len(old[0]) + len(old[2])
+            self._by_id[id(v)] = (v, d, text)
+            self._chars += len(v) + len(text)
+            while self._chars > self.max_chars and self._by_id:
+                _, (ov, _, ot) = self._by_id.popitem(last=False)
+                self._chars -= len(ov) + len(ot)
+        return d, text
+
+
+_STRINGS = _StringChunks()
+
+
+class Sealed(dict):  # type: ignore[type-arg]
+    """A dict its maker never changes after handing it to a save (a history entry's
+    export: `session_state.entry_to_dict`). The journal remembers what it cut such a dict
+    into, by identity, and reuses it at the next save: one session's entries were most of
+    each save, encoded and hashed again every call. JSON sees a plain dict."""
+
+    __slots__ = ()
+
+
+class _SealedTexts:
+    """The text and chunks of each sealed dict split lately, by identity (each record
+    keeps its dict alive, so an id names the same object while it is here). Bounded by the
+    chars it holds, oldest first out."""
+
+    def __init__(self, max_chars: int = 8 * 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self._by_id: OrderedDict[int, tuple[Sealed, str, dict[str, str], int]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, v: Sealed) -> tuple[str, dict[str, str]] | None:
+        with self._lock:
+            hit = self._by_id.get(id(v))
+            if hit is None or hit[0] is not v:
+                return None
+            self._by_id.move_to_end(id(v))
+            return hit[1], hit[2]
+
+    def put(self, v: Sealed, text: str, chunks: dict[str, str]) -> None:
+        size = len(text) + sum(map(len, chunks.values()))
+        if size > self.max_chars // 4:
+            return
+        with self._lock:
+            old = self._by_id.pop(id(v), None)
+            if old is not None:
+                self._chars -= old[3]
+            self._by_id[id(v)] = (v, text, chunks, size)
+            self._chars += size
+            while self._chars > self.max_chars and self._by_id:
+                _, dropped = self._by_id.popitem(last=False)
+                self._chars -= dropped[3]
+
+
+_SEALED = _SealedTexts()
+
+
+@dataclass(slots=True)
+class _Cut:
+    """How a list was cut last: its element texts, and per block its end (exclusive),
+    whether a boundary closed it (else it was the list's open tail), digest and text."""
+
+    texts: list[str]
+    min_items: int
+    blocks: list[tuple[int, bool, str, str]]
+    chars: int
+
+
+class _ListCuts:
+    """The blocks of the long lists split lately, by the identity of their first element.
+
+    A session's history is one long list whose element texts are the same objects at every
+    save (`Sealed` entries, from `_SEALED`), and grows at its end: its blocks up to the last
+    boundary inside the unchanged prefix are the same blocks, with the same digests, so
+    only the rest is cut and hashed again. Where a boundary falls depends only on the
+    elements since the one before (`_blocks`), so the result is what cutting the whole list
+    gives. Bounded by the chars of the lists held, least recently used out."""
+
+    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self._by_first: OrderedDict[int, _Cut] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def cut(self, texts: list[str], min_items: int) -> list[tuple[str, str]]:
+        """(digest, text) of each block of `texts`, as `_blocks` cuts them."""
+        key = id(texts[0])
+        with self._lock:
+            prev = self._by_first.get(key)
+        start, kept = 0, []
+        if prev is not None and prev.texts[0] is texts[0] and prev.min_items == min_items:
+            same = 0
+            for a, b in zip(prev.texts, texts):
+                if a is not b:
+                    break
+                same += 1
+            for end, closed, d, text in prev.blocks:
+                if not closed or end > same:
+                    break
+                kept.append((end, closed, d, text))
+                start = end
+        blocks = list(kept)
+        for b in _blocks(texts[start:], min_items):
+            start += len(b)
+            text = "[" + ",".join(b) + "]"
+            blocks.append((start, _closes(b, min_items), digest(text), text))
+        chars = sum(map(len, texts))
+        if chars <= self.max_chars // 4:
+            with self._lock:
+                old = self._by_first.pop(key, None)
+                if old is not None:
+                    self._chars -= old.chars
+                self._by_first[key] = _Cut(list(texts), min_items, blocks, chars)
+                self._chars += chars
+                while self._chars > self.max_chars and self._by_first:
+                    _, dropped = self._by_first.popitem(last=False)
+                    self._chars -= dropped.chars
+        return [(d, text) for _, _, d, text in blocks]
+
+
+_LIST_CUTS = _ListCuts()
+
+
+_LIST_CUTS = _ListCuts()
+
+
+class _KnownChunks:
+    """Chunks this process wrote or read lately, parsed, by digest. A digest names its
+    chunk's text, so a chunk known here is not parsed again: with replicas taking turns on
+    a session, each parsed the other's whole journal at every call, though all but the
+    newest chunks were ones it had written or read itself. (Each is still fetched: a chunk
+    the store lost must fail the read.) Kept as text until a read wants one, then parsed
+    once; bounded by the chars held, least recently used out. Parsed chunks are only read:
+    `_decode` builds new containers from them."""
+
+    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self._by_digest: OrderedDict[str, tuple[bool, Any, int]] = OrderedDict()  # (parsed?, value, chars)
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def offer(self, chunks: Mapping[str, str]) -> None:
+        with self._lock:
+            for d, text in chunks.items():
+                if d in self._by_digest:
+                    self._by_digest.move_to_end(d)
+                elif len(text) <= self.max_chars // 8:
+                    self._by_digest[d] = (False, text, len(text))
+                    self._chars += len(text)
+            self._trim()
+
+    def parsed(self, d: str) -> tuple[bool, Any]:
+        """(known, the chunk parsed) for digest `d`."""
+        with self._lock:
+            hit = self._by_digest.get(d)
+            if hit is None:
+                return False, None
+            self._by_digest.move_to_end(d)
+            done, value, size = hit
+        if not done:
+            value = json.loads(value)
+            with self._lock:
+                if d in self._by_digest:
+                    self._by_digest[d] = (True, value, size)
+        return True, value
+
+    def remember(self, d: str, text: str, parsed: Any) -> None:
+        if len(text) > self.max_chars // 8:
+            return
+        with self._lock:
+            if d not in self._by_digest:
+                self._chars += len(text)
+            self._by_digest[d] = (True, parsed, len(text))
+            self._trim()
+
+    def _trim(self) -> None:
+        while self._chars > self.max_chars and self._by_digest:
+            _, (_, _, size) = self._by_digest.popitem(last=False)
+            self._chars -= size
+
+
+_CHUNKS = _KnownChunks()
