@@ -60,28 +60,60 @@ def _renamed(d: dict[str, Any]) -> dict[str, Any]:
     return {(_CAMEL[k] if k in _CAMEL and _CAMEL[k] not in d else k): v for k, v in d.items()}
 
 
+def _each(items: list[Any], fn: Any) -> list[Any]:
+    """`fn` over `items`: the same list when no item changed (the usual, camelCase body)."""
+    out = [fn(x) for x in items]
+    return items if all(a is b for a, b in zip(out, items)) else out
+
+
+def _with(d: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    """`d` with `key` set to `value`: `d` itself when that is what it holds."""
+    return d if d.get(key) is value else {**d, key: value}
+
+
 def _part(p: Any) -> Any:
     if not isinstance(p, dict):
         return p
     p = _renamed(p)
     for key in ("inlineData", "fileData", "functionCall", "functionResponse"):
         if isinstance(p.get(key), dict):
-            p = {**p, key: _renamed(p[key])}  # their own fields only: args and responses are the agent's
+            p = _with(p, key, _renamed(p[key]))  # their own fields only: args and responses are the agent's
     return p
 
 
 def _content(c: Any) -> Any:
     if not isinstance(c, dict) or not isinstance(c.get("parts"), list):
         return c
-    return {**c, "parts": [_part(p) for p in c["parts"]]}
+    return _with(c, "parts", _each(c["parts"], _part))
+
+
+def _tool(t: Any) -> Any:
+    if not isinstance(t, dict):
+        return t
+    t = _renamed(t)
+    decls = t.get("functionDeclarations")
+    if isinstance(decls, list):
+        t = _with(
+            t, "functionDeclarations", _each(decls, lambda d: _renamed(d) if isinstance(d, dict) else d)
+        )
+    return t
 
 
 def camel(body: Any) -> Any:
     """The request with the fields the translation reads in camelCase: the top level, each
     content and part (and the fields of its call, response or data), each tool and
-    function declaration; never inside arguments, responses, schemas or configs."""
+    function declaration; never inside arguments, responses, schemas or configs. A body
+    already in camelCase comes back as it is, no container copied: this runs on every call."""
     if not isinstance(body, dict):
         return body
+    body = _renamed(body)
+    if isinstance(body.get("contents"), list):
+        body = _with(body, "contents", _each(body["contents"], _content))
+    if isinstance(body.get("systemInstruction"), dict):
+        body = _with(body, "systemInstruction", _content(body["systemInstruction"]))
+    if isinstance(body.get("tools"), list):
+        body = _with(body, "tools", _each(body["tools"], _tool))
+    return body
     body = _renamed(body)
     if isinstance(body.get("contents"), list):
         body = {**body, "contents": [_content(c) for c in body["contents"]]}
