@@ -73,7 +73,13 @@ BULKY_TOOL_FAMILIES = frozenset(
         *("glob", "read", "file_read", "read_file", "view", "cat", "web_fetch", "fetch", "browser"),
         *("web_search", "search", "scrape", "open_url", "screenshot", "http_get", "curl"),
         # the same families under Gemini CLI's names
-        *("run_shell_command", "search_file_content", "read_many_files", "list_directory", "google_web_search"),
+        *(
+            "run_shell_command",
+            "search_file_content",
+            "read_many_files",
+            "list_directory",
+            "google_web_search",
+        ),
     }
 )
 

@@ -207,7 +207,7 @@ def is_recall_tool(name: object) -> bool:
     return isinstance(name, str) and (
         name == RECALL_TOOL_NAME
         or name.endswith((MCP_SEPARATOR + RECALL_TOOL_NAME, "." + RECALL_TOOL_NAME))
-        or name.startswith("mcp_") and name.endswith("_" + RECALL_TOOL_NAME)
+        or (name.startswith("mcp_") and name.endswith("_" + RECALL_TOOL_NAME))
     )
 
 
