@@ -7,6 +7,7 @@ the request still extends this one (I1) and, where not, why and from where.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -143,7 +144,33 @@ def first_difference(prev: list[Any], keys: list[Any], system_len: int) -> int:
 
 
 def digest(obj: Any) -> str:
-    """A short content digest: render keys that mean the same in every process."""
+    """A short content digest: render keys that mean the same in every process. A text and
+    a message of a role and a text (a stub, a marker) are remembered by their text: each
+    call digests every stub and marker of the plan again. Only short texts are remembered
+    (`_REMEMBERED_CHARS`), so the memo stays small."""
+    if isinstance(obj, str) and len(obj) <= _REMEMBERED_CHARS:
+        return _text_digest(obj)
+    if isinstance(obj, Mapping) and len(obj) == 2:
+        role, content = obj.get("role"), obj.get("content")
+        if isinstance(role, str) and isinstance(content, str) and len(content) <= _REMEMBERED_CHARS:
+            return _message_digest(role, content)
+    return _digest(obj)
+
+
+_REMEMBERED_CHARS = 16_384  # a stub of many bundles is a few KB; an output may be far more
+
+
+@functools.lru_cache(maxsize=8192)
+def _text_digest(text: str) -> str:
+    return _digest(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _message_digest(role: str, content: str) -> str:
+    return _digest({"role": role, "content": content})
+
+
+def _digest(obj: Any) -> str:
     try:
         text = canonical_json(obj)
     except (TypeError, ValueError):

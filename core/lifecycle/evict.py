@@ -15,11 +15,12 @@ The cost gate that decides whether a plan is worth its cache break is `gate.py`'
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._canonical import canonical_json
+from .._canonical import artifact_id_for, canonical_json
 from ..ingest.reshown import OutputsBefore
 from ..messages.pairing import validate_pairing
 from ..messages.turns import Turn, tool_calls_of
@@ -50,6 +51,8 @@ __all__ = [
     "Prices",
     "recall_risk_usd",
     "Segment",
+    "ArchiveMemo",
+    "content_ids",
     "expected_remaining_calls",
     "plan_eviction",
     "render",
@@ -173,6 +176,68 @@ class EvictionPlan:
         return render(messages, self.evicted, self.stubs, self.replaced)
 
 
+def content_ids(texts: dict[str, str]) -> Callable[[str], str]:
+    """An archive that only names: each text's content id, the text kept in `texts`."""
+
+    def name(text: str) -> str:
+        aid = artifact_id_for(text)
+        texts.setdefault(aid, text)
+        return aid
+
+    return name
+
+
+class ArchiveMemo:
+    """What a plan computes per message and per turn, kept for the next plan: the canonical
+    JSON of each message as an eviction archives it, and each turn's description in a stub.
+    The cost gate weighs the same retired bundles batch after batch while it defers them,
+    and each weighing names their archives (a walk and an encoding of every message).
+
+    Valid while the history is the one it was made from, extended: `begin` compares the
+    history's message objects with those of the last plan (the managed history keeps its
+    objects from call to call) and forgets everything when one differs; a remembered text
+    is used only while its messages hold the values they held (as `plan_tokens` checks).
+    What a plan did not use again is forgotten at the next, so it holds one plan's worth.
+    A plan made with it is byte for byte the plan made without it (`canonical_json` of a
+    list is its items' joined)."""
+
+    __slots__ = ("_last", "_new", "_old")
+
+    def __init__(self) -> None:
+        self._last: list[Message] = []
+        self._new: dict[Any, tuple[tuple[Any, ...], str]] = {}
+        self._old: dict[Any, tuple[tuple[Any, ...], str]] = {}
+
+    def begin(self, messages: Sequence[Message]) -> None:
+        last = self._last
+        same = len(last) <= len(messages) and all(a is b for a, b in zip(last, messages))
+        self._old, self._new = (self._new if same else {}), {}
+        self._last = list(messages)
+
+    def _get(self, key: Any, held: tuple[Any, ...], make: Callable[[], str]) -> str:
+        hit = self._new.get(key) or self._old.pop(key, None)
+        text = hit[1] if hit is not None and hit[0] == held else make()
+        self._new[key] = (held, text)
+        return text
+
+    def span(self, messages: Sequence[Message], start: int, end: int, shown: OutputsBefore) -> str:
+        """`canonical_json(archived(messages, start, end, shown))`."""
+        parts = []
+        for k in range(start, end):
+            make = functools.partial(_archived_json, messages, shown, k)
+            parts.append(self._get(k, tuple(messages[k].items()), make))
+        return "[" + ",".join(parts) + "]"
+
+    def described(self, messages: Sequence[Message], turn: Turn) -> str:
+        """`describe_turn(messages, turn)`."""
+        held = tuple(tuple(messages[k].items()) for k in range(turn.start, turn.end))
+        return self._get(turn, held, lambda: describe_turn(messages, turn))
+
+
+def _archived_json(messages: Sequence[Message], shown: OutputsBefore, k: int) -> str:
+    return canonical_json(archived(messages, k, k + 1, shown)[0])
+
+
 def _linked_groups(messages: Sequence[Message], turns: Sequence[Turn]) -> list[int]:
     """Union-find over turns: turns sharing a tool-call id must be evicted together."""
     parent = list(range(len(turns)))
@@ -214,6 +279,7 @@ def plan_eviction(
     from_index: int = 0,
     protected: Collection[int] = frozenset(),
     keep_calls: Collection[int] = frozenset(),
+    memo: ArchiveMemo | None = None,
 ) -> EvictionPlan:
     """Plan the eviction of every turn whose owners are all evictable, and of the
     tool bundles (turn index -> reason) a segment rule retired.
@@ -230,7 +296,10 @@ def plan_eviction(
     `keep_calls`: turn indices among `bundles` whose calls stay as the agent wrote them
     (a file it wrote or edited: its own text, which it may edit again): only their
     outputs go, each cut in place to a marker (`Segment.cuts`).
+    `memo`: what the last plan computed per message and turn (`ArchiveMemo`).
     """
+    memo = memo or ArchiveMemo()
+    memo.begin(messages)
     if not turns:
         return EvictionPlan(frozenset(), ())
     gone = frozenset(already_evicted)
@@ -304,9 +373,9 @@ def plan_eviction(
             return
         start, end = span_start(run[0]), turns[run[-1]].end
         rule, task_ids, in_place = owner_key(run[0])
-        aid = archive(canonical_json(archived(messages, start, end, shown)))
         reasons = tuple(retired[t] for t in run) if rule else ()
         turn_ids = tuple(turns[t].turn_id for t in run)
+        aid = archive(memo.span(messages, start, end, shown))
         if in_place:
             cuts = tuple(
                 (k - start, cut_marker(messages, k, retired[t], archive, shown))
@@ -324,15 +393,15 @@ def plan_eviction(
                 results = results_with_calls(messages, turns[t])
                 if len(results) > 1:  # each result on its own: a recall brings back only the one needed
                     what = ", ".join(
-                        f"{describe_call(call)} = {archive(canonical_json(archived(messages, k, k + 1, shown)))}"
+                        f"{describe_call(call)} = {archive(memo.span(messages, k, k + 1, shown))}"
                         for k, call in results
                     )
                 else:
-                    what = describe_turn(messages, turns[t])
+                    what = memo.described(messages, turns[t])
                     if (
                         len(run) > 1
                     ):  # each bundle also on its own, so a recall brings back only what is needed
-                        what += f" = {archive(canonical_json(archived(messages, span_start(t), turns[t].end, shown)))}"
+                        what += f" = {archive(memo.span(messages, span_start(t), turns[t].end, shown))}"
                 items.append((retired[t], what))
             count = sum(len(output_indices(messages, turns[t])) for t in run)
             stub_msg = {"role": "user", "content": segment_stub_text(items, start, end, aid, count)}

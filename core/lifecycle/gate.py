@@ -161,6 +161,20 @@ def recall_risk_usd(
     return reuse * sum(trip + n * p.write_price(profile) for n in bundle_tokens) / 1e6
 
 
+def stub_tokens(stub: Mapping[str, Any]) -> int:
+    """Tokens of a stub message. A stub the planner made (a role and a text) is remembered
+    by its text, as markers are: the gate weighs each deferred segment's stub at every batch."""
+    role, content = stub.get("role"), stub.get("content")
+    if len(stub) == 2 and isinstance(role, str) and isinstance(content, str):
+        return _role_text_tokens(role, content)
+    return message_tokens(stub)
+
+
+@functools.lru_cache(maxsize=4096)
+def _role_text_tokens(role: str, text: str) -> int:
+    return message_tokens({"role": role, "content": text})
+
+
 @functools.lru_cache(maxsize=4096)
 def marker_tokens(text: str) -> int:
     """Tokens of an output shown as a marker (a tool message holding only the marker).
@@ -270,11 +284,11 @@ class _Weights:
         drop = set(now.drop) | dropped
         replace = {**now.replace, **cuts}
         stubs_now = now.stub_tokens()
-        stubs = {**stubs_now, **{s.start: message_tokens(s.stub) for s in segments if s.stub is not None}}
+        stubs = {**stubs_now, **{s.start: stub_tokens(s.stub) for s in segments if s.stub is not None}}
         leaving = [0] * (n + 1)  # what each index takes out of a request: evicted, less its stub
         for s in segments:
             if s.stub and s.start < n:
-                leaving[s.start] -= message_tokens(s.stub)
+                leaving[s.start] -= stub_tokens(s.stub)
         # _evicted[c]: E from c on; _after[c]: the new plan's messages and stubs from c to the
         # history's end; _before[c]: the current plan's messages before c; _stubs_before[c]:
         # its stubs before c; _late_stubs: stubs past the history's end (in the prompt only).

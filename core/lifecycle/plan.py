@@ -17,15 +17,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._canonical import artifact_id_for
 from ..messages.turns import Turn, TurnSegmenter
 from ..registry import TaskRegistry
 from ..store.journal import Sealed
 from ..tokens import message_tokens
 from .evict import (
+    ArchiveMemo,
     EvictionPlan,
     Segment,
     assistant_index,
+    content_ids,
     plan_eviction,
     plan_index,
     render,
@@ -119,6 +120,7 @@ class Planner:
         self._records: tuple[Sequence[Turn], list[BundleRecord]] | None = None
         self._uses: tuple[list[BundleRecord], list[int]] | None = None  # `_last_uses`, likewise
         self._exports: dict[int, tuple[Segment, Sealed]] = {}  # `segment_exports`, by segment
+        self._memo = ArchiveMemo()  # archive texts of what the gate deferred: weighed again next batch
 
     def segment_exports(self) -> list[dict[str, Any]]:
         """Each segment's `to_dict`, made once per segment (segments never change once
@@ -298,11 +300,12 @@ class Planner:
                 from_index=from_index,
                 protected=named,
                 keep_calls=keep_calls,
+                memo=self._memo,
             )
 
         # Plan with content ids first; archive for real only what the gate lets through.
         texts: dict[str, str] = {}
-        plan = plan_with(_content_ids(texts)) if self.config.cost_gate else self._archived(plan_with)
+        plan = plan_with(content_ids(texts)) if self.config.cost_gate else self._archived(plan_with)
         if not plan.segments:
             return revived
         if self.config.cost_gate:
@@ -358,7 +361,7 @@ class Planner:
         if getattr(self.archive, "many", None) is None:
             return plan_with(self.archive, from_index)
         texts: dict[str, str] = {}
-        plan = plan_with(_content_ids(texts), from_index)
+        plan = plan_with(content_ids(texts), from_index)
         return plan if self._write(texts) else plan_with(self.archive, from_index)
 
     def _write(self, texts: dict[str, str]) -> bool:
@@ -473,17 +476,6 @@ class Planner:
             min_tokens=cfg.min_evict_tokens,
             recall_risk=cfg.recall_risk,
         )
-
-
-def _content_ids(texts: dict[str, str]) -> Callable[[str], str]:
-    """An archive that only names: each text's content id, the text kept in `texts`."""
-
-    def name(text: str) -> str:
-        aid = artifact_id_for(text)
-        texts.setdefault(aid, text)
-        return aid
-
-    return name
 
 
 GATE_DECISIONS_KEPT = 32
