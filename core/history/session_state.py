@@ -87,12 +87,17 @@ def load_session(s: Session, data: Mapping[str, Any]) -> None:
     """Restore into `s` (the session named by `data["id"]`) a state `session_to_dict` made,
     possibly in another process."""
     with s.lock:
-        s.entries = []
+        held, s.entries = s.entries, []
         s.shown = None
-        for d in data["entries"]:
+        for i, d in enumerate(data["entries"]):
             infos = tuple((cid, ToolCallInfo(name, args)) for cid, name, args in d.get("call_infos", []))
             ids = tuple(d["ids"]) if isinstance(d["ids"], list) else d["ids"]
             frozen = d["frozen"]
+            if i < len(held) and held[i].frozen == frozen:
+                # The message this process already holds: its object stays, so what was
+                # remembered of it (token counts, archive texts: by identity) still holds
+                # when replicas take turns on a session and each loads the other's state.
+                frozen = held[i].frozen
             s.entries.append(
                 Entry(
                     # the role is the frozen form's (ingestion keeps it): what follows a

@@ -1,0 +1,62 @@
+"""A state loaded over a session keeps the message objects the process already holds.
+
+Replicas that take turns on a session each load the state the other saved, at every
+call. What the planner remembers of a message (its token count, its archive text) is
+keyed by the message object, so a load that built every message anew made each replica
+count and encode the whole history again. An entry whose frozen message equals the one
+held keeps the held object; one that differs takes the loaded one, and the session
+renders exactly as a fresh process that loaded the same state.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from tokenpilot import TokenPilot
+
+
+def _history(n: int) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+    msgs.append({"role": "user", "content": "list the folders, then read the logs"})
+    for i in range(n):
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": f"ls d{i}"})},
+        }
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        msgs.append(
+            {
+                "role": "tool",
+                "tool_call_id": f"c{i}",
+                "content": "\n".join(f"f_{i}_{j}.py" for j in range(30)),
+            }
+        )
+    return msgs
+
+
+def test_an_equal_loaded_state_keeps_the_held_objects_and_a_changed_entry_is_taken() -> None:
+    tp = TokenPilot()
+    msgs = _history(8)
+    tp.prepare(msgs, session_id="s")
+    held = [e.frozen for e in tp.session("s").entries]
+    saved = json.loads(json.dumps(tp.export_session("s")))
+
+    tp.import_session(saved)
+    assert all(a is b for a, b in zip(held, (e.frozen for e in tp.session("s").entries)))
+
+    changed = copy.deepcopy(saved)
+    k = 3
+    assert isinstance(changed["entries"][k]["frozen"], dict)
+    changed["entries"][k]["frozen"] = {**changed["entries"][k]["frozen"], "content": "another text"}
+    tp.import_session(changed)
+    now = [e.frozen for e in tp.session("s").entries]
+    assert now[k] is not held[k] and now[k]["content"] == "another text"
+    assert all(a is b for i, (a, b) in enumerate(zip(held, now)) if i != k)
+
+    fresh = TokenPilot()
+    fresh.import_session(copy.deepcopy(changed))
+    more = [*msgs, {"role": "user", "content": "and now?"}]
+    assert tp.prepare(more, session_id="s").messages == fresh.prepare(more, session_id="s").messages
