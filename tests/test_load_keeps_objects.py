@@ -14,7 +14,12 @@ import copy
 import json
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_evict import sessions
+
 from tokenpilot import TokenPilot
+from tokenpilot.messages.turns import TurnSegmenter, segment_turns
 
 
 def _history(n: int) -> list[dict[str, Any]]:
@@ -60,3 +65,25 @@ def test_an_equal_loaded_state_keeps_the_held_objects_and_a_changed_entry_is_tak
     fresh.import_session(copy.deepcopy(changed))
     more = [*msgs, {"role": "user", "content": "and now?"}]
     assert tp.prepare(more, session_id="s").messages == fresh.prepare(more, session_id="s").messages
+
+
+@settings(max_examples=150, deadline=None)
+@given(msgs=sessions(), at=st.integers(0, 60), cut=st.integers(1, 60))
+def test_turns_after_a_recheck_are_the_turns_of_the_history_given(msgs, at, cut) -> None:
+    """`TurnSegmenter.recheck` (a loaded state): the turns are `segment_turns`' whether the
+    history is the one read (same objects), an equal copy, or one with a message changed."""
+    seg = TurnSegmenter()
+    part = msgs[: max(1, min(cut, len(msgs)))]
+    assert seg.update(part) == segment_turns(part)
+    seg.recheck()
+    assert seg.update(msgs) == segment_turns(msgs)  # the same objects, extended
+    copied = copy.deepcopy(msgs)
+    seg.recheck()
+    assert seg.update(copied) == segment_turns(copied)  # equal, other objects
+    k = at % len(msgs)
+    changed = list(copied)
+    changed[k] = {**copied[k], "content": f"changed {at}"}
+    if copied[k].get("role") == "assistant":
+        changed[k]["role"] = "user"  # a turn boundary moves too
+    seg.recheck()
+    assert seg.update(changed) == segment_turns(changed)

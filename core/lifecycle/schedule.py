@@ -408,7 +408,7 @@ class Lifecycle:
         with self._lock:
             self._generation += 1
             self.registry = registry
-            self._segmenter = self._plan.segmenter = TurnSegmenter()
+            self._segmenter.recheck()  # its turns stay where the loaded history is the one it read
             # `_records` stays: a turn's record is a pure function of its messages and place,
             # which its key names, so a replica that loads the state another one saved
             # (every call, when calls alternate) does not read every turn again at its batch.

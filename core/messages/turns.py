@@ -176,8 +176,22 @@ class TurnSegmenter:
         self._seen: dict[str, int] = {}
         self._resume = 0  # index where re-segmentation starts
         self._probe: tuple[int, Any] | None = None  # last frozen message, to detect rewrites
+        self._read: Sequence[Message] = ()  # the history of the last update
+        self._recheck = False
+
+    def recheck(self) -> None:
+        """The history may have been replaced whole (a state loaded over the session): the
+        next update keeps the turns it froze only where their messages are the very objects
+        it read, and starts over otherwise. A replica that loads the state another saved
+        (each call, when calls alternate) keeps its turns instead of hashing every one again."""
+        self._recheck = True
 
     def update(self, messages: Sequence[Message]) -> list[Turn]:
+        if self._recheck:
+            self._recheck = False
+            read, upto = self._read, self._resume
+            if upto > min(len(read), len(messages)) or any(read[i] is not messages[i] for i in range(upto)):
+                self._reset()
         if self._probe is not None:
             k, msg = self._probe
             if k >= len(messages) or messages[k] != msg:
@@ -199,6 +213,7 @@ class TurnSegmenter:
         if self._frozen:
             k = self._frozen[-1].end - 1
             self._probe = (k, dict(messages[k]))
+        self._read = messages
         return turns
 
 
