@@ -4,8 +4,9 @@ Replicas that take turns on a session each load the state the other saved, at ev
 call. What the planner remembers of a message (its token count, its archive text) is
 keyed by the message object, so a load that built every message anew made each replica
 count and encode the whole history again. An entry whose frozen message equals the one
-held keeps the held object; one that differs takes the loaded one, and the session
-renders exactly as a fresh process that loaded the same state.
+held keeps the held object (and, when the whole entry is equal, its export, whose text
+the journal has); one that differs takes the loaded one, and the session renders and
+exports exactly as a fresh process that loaded the same state.
 """
 
 from __future__ import annotations
@@ -49,8 +50,12 @@ def test_an_equal_loaded_state_keeps_the_held_objects_and_a_changed_entry_is_tak
     held = [e.frozen for e in tp.session("s").entries]
     saved = json.loads(json.dumps(tp.export_session("s")))
 
+    exports = [e.exported for e in tp.session("s").entries]
     tp.import_session(saved)
     assert all(a is b for a, b in zip(held, (e.frozen for e in tp.session("s").entries)))
+    # each equal entry keeps its export too (the journal has its text), and exports the same
+    assert all(a is b for a, b in zip(exports, (e.exported for e in tp.session("s").entries)))
+    assert json.loads(json.dumps(tp.export_session("s"))) == saved
 
     changed = copy.deepcopy(saved)
     k = 3
@@ -59,6 +64,8 @@ def test_an_equal_loaded_state_keeps_the_held_objects_and_a_changed_entry_is_tak
     tp.import_session(changed)
     now = [e.frozen for e in tp.session("s").entries]
     assert now[k] is not held[k] and now[k]["content"] == "another text"
+    assert tp.session("s").entries[k].exported is None  # made anew from what was loaded
+    assert json.loads(json.dumps(tp.export_session("s"))) == changed
     assert all(a is b for i, (a, b) in enumerate(zip(held, now)) if i != k)
 
     fresh = TokenPilot()

@@ -93,31 +93,34 @@ def load_session(s: Session, data: Mapping[str, Any]) -> None:
             infos = tuple((cid, ToolCallInfo(name, args)) for cid, name, args in d.get("call_infos", []))
             ids = tuple(d["ids"]) if isinstance(d["ids"], list) else d["ids"]
             frozen = d["frozen"]
-            if i < len(held) and held[i].frozen == frozen:
+            mine = held[i] if i < len(held) else None
+            exported = mine.exported if mine is not None and mine.exported == d else None
+            if mine is not None and (exported is not None or mine.frozen == frozen):
                 # The message this process already holds: its object stays, so what was
                 # remembered of it (token counts, archive texts: by identity) still holds
-                # when replicas take turns on a session and each loads the other's state.
-                frozen = held[i].frozen
-            s.entries.append(
-                Entry(
-                    # the role is the frozen form's (ingestion keeps it): what follows a
-                    # message (an observation after an action, an elision) is judged by it
-                    frozen.get("role") if isinstance(frozen, Mapping) else None,
-                    None,
-                    None,
-                    None,
-                    d["raw_hash"],
-                    ids,
-                    frozen,
-                    d["raw_tokens"],
-                    d["tokens"],
-                    d.get("artifact_id"),
-                    tuple(d["effect"]) if d.get("effect") else None,
-                    infos,
-                    live=False,
-                    unstored="" if d.get("unstored") else None,
-                )
+                # when replicas take turns on a session and each loads the other's state;
+                # so does its export, whose text the journal has, when the entry is equal.
+                frozen = mine.frozen
+            entry = Entry(
+                # the role is the frozen form's (ingestion keeps it): what follows a
+                # message (an observation after an action, an elision) is judged by it
+                frozen.get("role") if isinstance(frozen, Mapping) else None,
+                None,
+                None,
+                None,
+                d["raw_hash"],
+                ids,
+                frozen,
+                d["raw_tokens"],
+                d["tokens"],
+                d.get("artifact_id"),
+                tuple(d["effect"]) if d.get("effect") else None,
+                infos,
+                live=False,
+                unstored="" if d.get("unstored") else None,
             )
+            entry.exported = exported
+            s.entries.append(entry)
             for cid, info in infos:
                 s.calls[cid] = info
         s.state = IngestState.from_dict(data.get("state", {}))
