@@ -150,7 +150,7 @@ def digest(obj: Any) -> str:
     (`_REMEMBERED_CHARS`), so the memo stays small."""
     if isinstance(obj, str) and len(obj) <= _REMEMBERED_CHARS:
         return _text_digest(obj)
-    if isinstance(obj, Mapping) and len(obj) == 2:
+    if isinstance(obj, dict) and len(obj) == 2:
         role, content = obj.get("role"), obj.get("content")
         if isinstance(role, str) and isinstance(content, str) and len(content) <= _REMEMBERED_CHARS:
             return _message_digest(role, content)

@@ -165,7 +165,7 @@ def stub_tokens(stub: Mapping[str, Any]) -> int:
     """Tokens of a stub message. A stub the planner made (a role and a text) is remembered
     by its text, as markers are: the gate weighs each deferred segment's stub at every batch."""
     role, content = stub.get("role"), stub.get("content")
-    if len(stub) == 2 and isinstance(role, str) and isinstance(content, str):
+    if isinstance(stub, dict) and len(stub) == 2 and isinstance(role, str) and isinstance(content, str):
         return _role_text_tokens(role, content)
     return message_tokens(stub)
 
