@@ -4,9 +4,10 @@ Replicas that take turns on a session each load the state the other saved, at ev
 call. What the planner remembers of a message (its token count, its archive text) is
 keyed by the message object, so a load that built every message anew made each replica
 count and encode the whole history again. An entry whose frozen message equals the one
-held keeps the held object (and, when the whole entry is equal, its export, whose text
-the journal has); one that differs takes the loaded one, and the session renders and
-exports exactly as a fresh process that loaded the same state.
+held keeps the held object, and an entry equal as a whole stays whole (its export, whose
+text the journal has; the raw fields a call is matched by); one that differs takes the
+loaded one, and the session renders and exports exactly as a fresh process that loaded
+the same state.
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ def test_an_equal_loaded_state_keeps_the_held_objects_and_a_changed_entry_is_tak
     saved = json.loads(json.dumps(tp.export_session("s")))
 
     exports = [e.exported for e in tp.session("s").entries]
+    entries = list(tp.session("s").entries)
     tp.import_session(saved)
+    # each equal entry stays whole: still matched by its raw fields, without hashing again
+    assert all(a is b for a, b in zip(entries, tp.session("s").entries))
+    assert all(e.live for e in tp.session("s").entries)
     assert all(a is b for a, b in zip(held, (e.frozen for e in tp.session("s").entries)))
     # each equal entry keeps its export too (the journal has its text), and exports the same
     assert all(a is b for a, b in zip(exports, (e.exported for e in tp.session("s").entries)))

@@ -94,13 +94,18 @@ def load_session(s: Session, data: Mapping[str, Any]) -> None:
             ids = tuple(d["ids"]) if isinstance(d["ids"], list) else d["ids"]
             frozen = d["frozen"]
             mine = held[i] if i < len(held) else None
-            exported = mine.exported if mine is not None and mine.exported == d else None
-            if mine is not None and (exported is not None or mine.frozen == frozen):
-                # The message this process already holds: its object stays, so what was
-                # remembered of it (token counts, archive texts: by identity) still holds
-                # when replicas take turns on a session and each loads the other's state;
-                # so does its export, whose text the journal has, when the entry is equal.
-                frozen = mine.frozen
+            if mine is not None and mine.exported is not None and mine.exported == d:
+                # The entry this process already holds, as the state has it: it stays whole,
+                # so what was remembered of it (its export, whose text the journal has; its
+                # message's object, by which token counts and archive texts are remembered;
+                # the raw fields a call is matched by, without hashing it again) still holds
+                # when replicas take turns on a session and each loads the other's state.
+                s.entries.append(mine)
+                for cid, info in infos:
+                    s.calls[cid] = info
+                continue
+            if mine is not None and mine.frozen == frozen:
+                frozen = mine.frozen  # the message's object stays, as above
             entry = Entry(
                 # the role is the frozen form's (ingestion keeps it): what follows a
                 # message (an observation after an action, an elision) is judged by it
@@ -119,7 +124,6 @@ def load_session(s: Session, data: Mapping[str, Any]) -> None:
                 live=False,
                 unstored="" if d.get("unstored") else None,
             )
-            entry.exported = exported
             s.entries.append(entry)
             for cid, info in infos:
                 s.calls[cid] = info
