@@ -100,30 +100,28 @@ def load_session(s: Session, data: Mapping[str, Any]) -> None:
                 # message's object, by which token counts and archive texts are remembered;
                 # the raw fields a call is matched by, without hashing it again) still holds
                 # when replicas take turns on a session and each loads the other's state.
-                s.entries.append(mine)
-                for cid, info in infos:
-                    s.calls[cid] = info
-                continue
-            if mine is not None and mine.frozen == frozen:
-                frozen = mine.frozen  # the message's object stays, as above
-            entry = Entry(
-                # the role is the frozen form's (ingestion keeps it): what follows a
-                # message (an observation after an action, an elision) is judged by it
-                frozen.get("role") if isinstance(frozen, Mapping) else None,
-                None,
-                None,
-                None,
-                d["raw_hash"],
-                ids,
-                frozen,
-                d["raw_tokens"],
-                d["tokens"],
-                d.get("artifact_id"),
-                tuple(d["effect"]) if d.get("effect") else None,
-                infos,
-                live=False,
-                unstored="" if d.get("unstored") else None,
-            )
+                entry = mine
+            else:
+                if mine is not None and mine.frozen == frozen:
+                    frozen = mine.frozen  # the message's object stays, as above
+                entry = Entry(
+                    # the role is the frozen form's (ingestion keeps it): what follows a
+                    # message (an observation after an action, an elision) is judged by it
+                    frozen.get("role") if isinstance(frozen, Mapping) else None,
+                    None,
+                    None,
+                    None,
+                    d["raw_hash"],
+                    ids,
+                    frozen,
+                    d["raw_tokens"],
+                    d["tokens"],
+                    d.get("artifact_id"),
+                    tuple(d["effect"]) if d.get("effect") else None,
+                    infos,
+                    live=False,
+                    unstored="" if d.get("unstored") else None,
+                )
             s.entries.append(entry)
             for cid, info in infos:
                 s.calls[cid] = info

@@ -23,7 +23,7 @@ from typing import Any
 from .._canonical import artifact_id_for, canonical_json
 from ..ingest.reshown import OutputsBefore
 from ..messages.pairing import validate_pairing
-from ..messages.turns import Turn, tool_calls_of
+from ..messages.turns import Turn, same_objects, tool_calls_of
 from ..pricing import Prices
 from ..registry import TaskRegistry
 from .gate import (
@@ -32,6 +32,7 @@ from .gate import (
     recall_risk_usd,
     should_evict,
 )
+from .plan_tokens import held_values
 from .stubs import (
     archived,
     assistant_index,
@@ -196,7 +197,7 @@ class ArchiveMemo:
     Valid while the history is the one it was made from, extended: `begin` compares the
     history's message objects with those of the last plan (the managed history keeps its
     objects from call to call) and forgets everything when one differs; a remembered text
-    is used only while its messages hold the values they held (as `plan_tokens` checks).
+    is used only while its messages hold the values they held (`plan_tokens.held_values`).
     What a plan did not use again is forgotten at the next, so it holds one plan's worth.
     A plan made with it is byte for byte the plan made without it (`canonical_json` of a
     list is its items' joined)."""
@@ -209,9 +210,7 @@ class ArchiveMemo:
         self._old: dict[Any, tuple[tuple[Any, ...], str]] = {}
 
     def begin(self, messages: Sequence[Message]) -> None:
-        last = self._last
-        same = len(last) <= len(messages) and all(a is b for a, b in zip(last, messages))
-        self._old, self._new = (self._new if same else {}), {}
+        self._old, self._new = (self._new if same_objects(self._last, messages) else {}), {}
         self._last = list(messages)
 
     def _get(self, key: Any, held: tuple[Any, ...], make: Callable[[], str]) -> str:
@@ -225,12 +224,12 @@ class ArchiveMemo:
         parts = []
         for k in range(start, end):
             make = functools.partial(_archived_json, messages, shown, k)
-            parts.append(self._get(k, tuple(messages[k].items()), make))
+            parts.append(self._get(k, held_values(messages[k]), make))
         return "[" + ",".join(parts) + "]"
 
     def described(self, messages: Sequence[Message], turn: Turn) -> str:
         """`describe_turn(messages, turn)`."""
-        held = tuple(tuple(messages[k].items()) for k in range(turn.start, turn.end))
+        held = tuple(held_values(messages[k]) for k in range(turn.start, turn.end))
         return self._get(turn, held, lambda: describe_turn(messages, turn))
 
 

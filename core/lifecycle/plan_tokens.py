@@ -19,7 +19,7 @@ from ..tokens import message_tokens
 Message = Mapping[str, Any]
 
 
-def _values(m: Message) -> tuple[Any, ...]:
+def held_values(m: Message) -> tuple[Any, ...]:
     """The message's keys and values, as objects: kept with its count, they stay alive, so
     an `is` check against them later tells whether the message still holds them."""
     return tuple(m.items())
@@ -40,7 +40,7 @@ class MessageTokens:
         for m in messages:
             key = id(m)
             hit = memo.get(key)
-            values = _values(m)
+            values = held_values(m)
             # the same message holding the same values (a tuple compare, in C: an object
             # compares equal to itself at once, an equal new value counts the same)
             if hit is not None and hit[0] is m and hit[1] == values:

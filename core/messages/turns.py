@@ -160,6 +160,13 @@ def _segment(messages: Sequence[Message], i: int, seen: dict[str, int]) -> list[
     return turns
 
 
+def same_objects(read: Sequence[Any], messages: Sequence[Any], upto: int | None = None) -> bool:
+    """Whether `messages` starts with the very objects of `read[:upto]` (all of `read` by
+    default): the history a memo was made from, extended, and not a copy or a rewrite."""
+    n = len(read) if upto is None else upto
+    return n <= min(len(read), len(messages)) and all(read[i] is messages[i] for i in range(n))
+
+
 class TurnSegmenter:
     """`segment_turns` for an append-only history, re-reading only its tail.
 
@@ -189,8 +196,7 @@ class TurnSegmenter:
     def update(self, messages: Sequence[Message]) -> list[Turn]:
         if self._recheck:
             self._recheck = False
-            read, upto = self._read, self._resume
-            if upto > min(len(read), len(messages)) or any(read[i] is not messages[i] for i in range(upto)):
+            if not same_objects(self._read, messages, self._resume):
                 self._reset()
         if self._probe is not None:
             k, msg = self._probe
