@@ -102,7 +102,8 @@ def test_fresh_objects_price_the_same(sessions, method):
     again = replay(sessions, fresh, trace_set="memo")
     assert _priced(again.record()) == _priced(plain.record())
     assert again.digests == plain.digests
-    assert render_digests(sessions, fresh, mode="continuous", profile="openai") == plain.digests
+    kw = {"mode": "continuous", "profile": "openai", "recalls": plain.recalls}
+    assert render_digests(sessions, fresh, **kw) == plain.digests
 
 
 def test_a_freed_tool_calls_list_never_hands_back_another_message():

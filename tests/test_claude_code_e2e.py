@@ -253,9 +253,14 @@ def test_claude_code_with_tokenpilots_mcp_server(tmp_path):
     ), "the recall's answer came from Claude Code, not from the proxy"
     assert len(fake.messages_requests()) == len(histories), "the proxy sent no request of its own"
     blocks = [anthropic_blocks(r.body)[0] for r in main]
-    for prev, cur in zip(blocks, blocks[1:]):
+    for prev, cur in zip(blocks[:2], blocks[1:3]):
         assert cur[: len(prev)] == prev, "each request extends the previous one"
+    # Answered, the recalled copy leaves at the tail (`TailRules.recalled`): the last request
+    # is the one before up to the recall's result, now a marker that names its recall.
+    at = next(i for i, b in enumerate(blocks[2]) if "toolu_recall" in b and "tool_result" in b)
+    assert blocks[3][:at] == blocks[2][:at] and blocks[3][at] != blocks[2][at]
+    assert "recalled and read; cut at the tail" in blocks[3][at]
     stats = rp.proxy.stats[out["session_id"]]
-    assert stats.recalls == 1 and stats.prefix_breaks == 0
+    assert stats.recalls == 1 and stats.prefix_breaks == 1
     assert disabled.returncode == 0, disabled.stderr
     assert "tokenpilot" not in json.loads((home / ".claude.json").read_text()).get("mcpServers", {})

@@ -21,7 +21,10 @@ from hypothesis import strategies as st
 from test_evict import sessions
 
 from tokenpilot import TokenPilot
+from tokenpilot.lifecycle import LifecycleConfig
 from tokenpilot.messages.turns import TurnSegmenter, segment_turns
+
+INLINE = LifecycleConfig(schedule="inline")
 
 
 def _history(n: int) -> list[dict[str, Any]]:
@@ -45,7 +48,7 @@ def _history(n: int) -> list[dict[str, Any]]:
 
 
 def test_an_equal_loaded_state_keeps_the_held_objects_and_a_changed_entry_is_taken() -> None:
-    tp = TokenPilot()
+    tp = TokenPilot(lifecycle=INLINE)  # no estimator run in flight to change the state saved
     msgs = _history(8)
     tp.prepare(msgs, session_id="s")
     held = [e.frozen for e in tp.session("s").entries]
@@ -73,7 +76,7 @@ def test_an_equal_loaded_state_keeps_the_held_objects_and_a_changed_entry_is_tak
     assert json.loads(json.dumps(tp.export_session("s"))) == changed
     assert all(a is b for i, (a, b) in enumerate(zip(held, now)) if i != k)
 
-    fresh = TokenPilot()
+    fresh = TokenPilot(lifecycle=INLINE)
     fresh.import_session(copy.deepcopy(changed))
     more = [*msgs, {"role": "user", "content": "and now?"}]
     assert tp.prepare(more, session_id="s").messages == fresh.prepare(more, session_id="s").messages

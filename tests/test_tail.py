@@ -26,7 +26,7 @@ from tokenpilot.lifecycle.evict import validate_pairing
 from tokenpilot.lifecycle.schedule import LifecycleConfig
 from tokenpilot.lifecycle.segments import SegmentRules, WindowRule, bundle_record, evictable_bundles
 from tokenpilot.lifecycle.settings import KEEP
-from tokenpilot.lifecycle.tail import TailRules, citable
+from tokenpilot.lifecycle.tail import RECALLED_MARKER, TailRules, citable
 from tokenpilot.messages.turns import segment_turns
 
 _ART = re.compile(r"art_[0-9a-f]{24}")
@@ -376,3 +376,83 @@ def test_invariants_hold_with_tail_cuts_and_calls_kept(msgs):
                 for aid in _ART.findall(content):
                     assert tp.recall(aid, session_id="s").found
     assert p.stats.prefix_breaks == breaks
+
+
+def test_a_recalled_text_leaves_once_read_and_a_summary_request_shows_its_marker():
+    """A recall's result is a copy of what the archive holds: shown whole to the call
+    that asked for it, a marker from the next look on, whole again by recall; a request
+    for a summary (nothing evicted) shows the marker too, the original being in it."""
+    from test_compaction_request import REQUEST
+
+    log = "\n".join(f"2024-05-01 12:00:{i % 60:02d} INFO worker step {i} ok" for i in range(300))
+    msgs = [
+        {"role": "user", "content": "Run the job."},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1", "bash", {"command": "run"})]},
+        {"role": "tool", "tool_call_id": "c1", "content": log},
+    ]
+    tp = _pilot()
+    first = tp.prepare(msgs, TOOLS, session_id="s")
+    (aid,) = set(_ART.findall(json.dumps(first.messages[-1]["content"])))
+    recalled = tp.recall(aid, session_id="s").text
+    assert recalled == log
+    msgs += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call("c2", "recall_artifact", {"artifact_id": aid})],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": recalled},
+        {"role": "assistant", "content": "Step 217 ran as expected."},
+        {"role": "user", "content": "Good. List the files."},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c3", "bash", {"command": "ls"})]},
+        {"role": "tool", "tool_call_id": "c3", "content": "a.py\nb.py"},
+    ]
+    seen = tp.prepare(msgs[:5], TOOLS, session_id="s")
+    assert seen.messages[-1]["content"] == log  # the call that asked reads it whole
+    later = tp.prepare(msgs, TOOLS, session_id="s")
+    out = {m.get("tool_call_id"): m["content"] for m in later.messages if m.get("role") == "tool"}
+    assert out["c2"] == RECALLED_MARKER  # the call above it names what it returned
+    assert tp.recall(aid, session_id="s").text == log  # and returns it again
+    assert out["c1"] == first.messages[-1]["content"]  # the output as taken in stays
+    assert validate_pairing(later.messages) == []
+    summary = tp.prepare([*msgs, {"role": "user", "content": REQUEST}], TOOLS, session_id="s")
+    whole = {m.get("tool_call_id"): m["content"] for m in summary.messages if m.get("role") == "tool"}
+    assert whole["c2"] == out["c2"] and whole["c1"] == out["c1"]
+    off = _pilot(tail=TailRules(recalled=False))
+    for k in (3, 5, len(msgs)):
+        kept = off.prepare(msgs[:k], TOOLS, session_id="s")
+    assert {m.get("tool_call_id"): m["content"] for m in kept.messages if m.get("role") == "tool"}[
+        "c2"
+    ] == log
+
+
+def test_a_recalled_copy_carries_no_names_its_source_stays_in_use():
+    """A use of a name the recall showed again is charged to the turn that first showed
+    it, not to the copy (cut at the tail, it shows nothing): the source stays in use."""
+    from tokenpilot.lifecycle.segments import last_uses
+
+    listing = "\n".join(f"src/pkg/mod_{i}.py: def handler_{i}(request_id): ..." for i in range(30))
+    msgs = [
+        {"role": "user", "content": "Find the handlers."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call("c1", "grep", {"pattern": "def handler"})],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": listing},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call("c2", "recall_artifact", {"artifact_id": "x"})],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": listing},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call("c3", "bash", {"command": "pytest -k handler_7"})],
+        },
+        {"role": "tool", "tool_call_id": "c3", "content": "1 passed"},
+    ]
+    records = [bundle_record(msgs, t) for t in segment_turns(msgs)]
+    assert records[1].provides == frozenset() and "handler_7" in records[0].provides
+    assert last_uses(records)[0] == 2

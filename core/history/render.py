@@ -15,7 +15,7 @@ from typing import Any
 
 from .._canonical import canonical_json, sha256_hex
 from ..config import Config
-from ..ingest.stabilize import values_block
+from ..ingest.stabilize import is_recall_tool, values_block
 from ..messages.compaction import ENDED_CAUSE, SHOWN_CAUSE
 from .session import Entry, Session
 from .sync import call_ids
@@ -66,10 +66,12 @@ def render_history(
             s.lifecycle.observe(frozen)
             plan = s.lifecycle.view(frozen)
             s.plan_version = plan.version
+            cut = dict(getattr(plan, "replace", None) or {})  # a custom lifecycle may cut nothing
             if not whole:
                 drop = set(plan.drop)
                 stubs = {i: list(ms) for i, ms in plan.stubs.items()}
-                cut = dict(getattr(plan, "replace", None) or {})  # a custom lifecycle may cut nothing
+            else:  # everything shown: a recalled copy repeats what the request holds
+                cut = {i: t for i, t in cut.items() if _recalled_copy(s, i)}
         except Exception as exc:  # eviction is an optimisation: never fail the call
             log.warning("tokenpilot: lifecycle failed, rendering without eviction: %s", exc)
             drop, stubs, cut = set(), {}, {}
@@ -109,6 +111,13 @@ def render_history(
         out.append(dict(m))
         keys.append(digest(m))
     return out, keys, drop
+
+
+def _recalled_copy(s: Session, i: int) -> bool:
+    """Whether history entry `i` is the result of a `recall_artifact` call."""
+    e = s.entries[i]
+    info = s.calls.get(e.ids) if isinstance(e.ids, str) else None
+    return info is not None and is_recall_tool(info.name)
 
 
 def break_cause(

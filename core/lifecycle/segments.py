@@ -50,6 +50,7 @@ from .._canonical import canonical_json
 from ..estimator import FAILED_RE, extract_refs
 from ..ingest.gate import DEDUP_NOTE
 from ..ingest.reshown import RESHOWN_NOTE
+from ..ingest.stabilize import is_recall_tool
 from ..messages.call_kinds import (
     RANGE_KEYS,
     SHELL_TOOLS,
@@ -150,6 +151,8 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
         else set()
     )
     provides = frozenset(extract_refs(result_text) | named) if results else frozenset(named)
+    if calls and all(is_recall_tool(n) for n, _, _ in calls):
+        provides = frozenset()  # a copy of what the archive holds: its names stay charged to their source
     hits = frozenset(extract_refs(result_text, identifiers=False)) if kind == "search" else frozenset()
     return BundleRecord(
         turn_id=turn.turn_id,

@@ -16,6 +16,12 @@ wrote it, each cut output shows a marker naming its recall (`evict.Segment.cuts`
 - **Nothing to cite** (`uncitable`): an output that names no file, path, URL, identifier
   or number and holds no prose ("ok", a progress bar, a blank run, bytes) holds nothing a
   later answer could quote.
+- **What the agent recalled** (`recalled`): a `recall_artifact` result is a copy of what
+  the archive holds, asked for the answer the agent has now given. Kept, it would be
+  re-sent on every later call (as dear as the original it stood for); cut, the call
+  above it still names what it returns, and the same call returns it again. In the
+  bench, with what an agent recalls kept in its history as it would be live, keeping
+  them cost more on five of six coding sets (codemie 0.947x against 0.930x).
 - **What the agent looked through** (`shrink`): a listing, a search or a plain shell
   output whose lines the agent's own words have named keeps those lines and
   `context_lines` around each; every other run of lines becomes one marker with the
@@ -37,6 +43,7 @@ from typing import Any
 from .._canonical import canonical_json
 from ..estimator import extract_refs
 from ..ingest.reshown import OutputsBefore
+from ..ingest.stabilize import is_recall_tool
 from ..messages.call_kinds import SHELL_TOOLS, call_kind, norm_tool
 from ..messages.turns import Turn, call_name_args, parsed_args, tool_calls_of
 from .evict import Segment
@@ -57,6 +64,7 @@ class TailRules:
     images: bool = True
     uncitable: bool = True
     shrink: bool = False
+    recalled: bool = True
     context_lines: int = 2
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,6 +72,7 @@ class TailRules:
             "images": self.images,
             "uncitable": self.uncitable,
             "shrink": self.shrink,
+            "recalled": self.recalled,
             "context_lines": self.context_lines,
         }
 
@@ -74,7 +83,7 @@ class TailRules:
 
     @property
     def enabled(self) -> bool:
-        return self.images or self.uncitable or self.shrink
+        return self.images or self.uncitable or self.shrink or self.recalled
 
 
 # Identifier-like words (snake_case, camelCase, CamelCase), numbers of three digits or
@@ -129,6 +138,12 @@ def tail_cuts(
     shells = {
         c.get("id") for k in range(turn.start, turn.end) for c in tool_calls_of(messages[k]) if _shell(c)
     }
+    recalls = {
+        c.get("id")
+        for k in range(turn.start, turn.end)
+        for c in tool_calls_of(messages[k])
+        if is_recall_tool(call_name_args(c)[0])
+    }
     out: dict[int, str] = {}
     for k in output_indices(messages, turn):
         m = messages[k]
@@ -145,6 +160,9 @@ def tail_cuts(
         if rules.uncitable and not citable(held) and worth_cutting(messages, k, _UNCITABLE, outputs):
             out[k] = _marker(held, _UNCITABLE, archive(held))
             continue
+        if rules.recalled and m.get("tool_call_id") in recalls and 2 * len(RECALLED_MARKER) <= len(text):
+            out[k] = RECALLED_MARKER  # the call above names what it returns, and returns it again
+            continue
         kind = kinds.get(m.get("tool_call_id"), "command")
         if rules.shrink and (kind == "search" or (kind == "command" and m.get("tool_call_id") in shells)):
             shrunk = _shrink(text, mentioned, rules.context_lines, archive)
@@ -154,6 +172,9 @@ def tail_cuts(
 
 
 _UNCITABLE = "it names no file, path, identifier or number"
+RECALLED_MARKER = (
+    "[tokenpilot: recalled and read; cut at the tail: the same recall_artifact call returns it again]"
+)
 
 
 def _name_args(call: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:

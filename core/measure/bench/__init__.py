@@ -58,7 +58,12 @@ def run_bench(
                         result.notes = list(notes())
                     if determinism:
                         again = render_digests(
-                            sessions, methods()[k], mode=mode, profile=profile, on_call=on_call
+                            sessions,
+                            methods()[k],
+                            mode=mode,
+                            profile=profile,
+                            on_call=on_call,
+                            recalls=result.recalls,
                         )
                         result.deterministic = again == result.digests
                     results.append(result)

@@ -282,6 +282,9 @@ def ablation_methods() -> list[Method]:
     methods.append(
         TokenPilotMethod(lifecycle={"tail": TailRules(shrink=True)}, name="tokenpilot_tail_shrink")
     )
+    methods.append(
+        TokenPilotMethod(lifecycle={"tail": TailRules(recalled=False)}, name="tokenpilot_keep_recalled")
+    )
     methods.append(TokenPilotMethod(lifecycle={"window": None}, name="tokenpilot_no_window"))
     methods.append(
         TokenPilotMethod(

@@ -20,6 +20,7 @@ from ..cache_segments import Segment, message_segments, prefix_segments
 from ..cachesim import CacheSimulator, get_profile
 from ..traces.model import RecordedCall, Session
 from .method import Method, MethodSession, Rendered, SideCall
+from .recalled import Recalls, recall_messages
 from .retention import NeedIndex, Visibility, recalled_identifiers
 
 MODES = ("continuous", "isolated")
@@ -61,6 +62,7 @@ class RunResult:
     digests: list[str] = field(default_factory=list, repr=False)  # each request's bytes, hashed
     deterministic: bool | None = None  # a fresh run rendered the same bytes (None: not checked)
     notes: list[str] = field(default_factory=list)  # a peer's own account: what ran, what could not
+    recalls: Recalls = field(default_factory=Recalls, repr=False)  # what the agent recalled, and where
 
     def record(self) -> dict[str, Any]:
         """The JSON record (schema in the README)."""
@@ -175,8 +177,9 @@ RECALL_CALL_TOKENS = 40  # the model's recall_artifact call: name, id, a little 
 def _recall_round_trip(
     sim: CacheSimulator,
     segs: list[Segment],
-    recalled: Sequence[str],
-    ms: MethodSession,
+    n_messages: int,
+    extra_msgs: Sequence[dict[str, Any]],
+    out_msg: dict[str, Any],
     job: _Job,
     profile: str,
     prices: Prices,
@@ -184,16 +187,18 @@ def _recall_round_trip(
 ) -> float:
     """The price of the extra call an agent makes to get back what it needed but could
     not see: the same prompt again (cached as the simulator says, right after the call
-    that sent it) plus the recalled texts, which are new. Every method with a recall
-    tool pays it the same way; one whose needs are visible never does."""
-    extra_msgs = [
-        {"role": "tool", "tool_call_id": f"recall_{n}", "content": ms.recall_text(aid) or ""}
-        for n, aid in enumerate(recalled)
-    ]
+    that sent it) plus the recall's messages (`recalled.recall_messages`), which are new
+    and stay in the history after it, before the recorded answer. Every method with a
+    recall tool pays it the same way; one whose needs are visible never does."""
     more = list(segs)
     for n, m in enumerate(extra_msgs):
-        more.extend(segcache.of(m, len(segs) + n))
-    res = sim.simulate(more, job.call.timestamp, namespace=job.call.model or "")
+        more.extend(segcache.of(m, n_messages + n))
+    res = sim.simulate(
+        more,
+        job.call.timestamp,
+        output=segcache.of(out_msg, n_messages + len(extra_msgs)),
+        namespace=job.call.model or "",
+    )
     return cost(res.hit_tokens, res.miss_tokens, res.write_tokens, RECALL_CALL_TOKENS, prices, profile)
 
 
@@ -243,14 +248,16 @@ def render_digests(
     mode: str,
     profile: str,
     on_call: Callable[[], None] | None = None,
+    recalls: Recalls | None = None,
 ) -> list[str]:
     """The hashed bytes of every request `method` renders for `sessions`, in replay order,
-    without pricing: a second run of a fresh method must give the same list."""
+    without pricing: a second run of a fresh method must give the same list. `recalls`:
+    the ones a priced run made (`RunResult.recalls`), put in the histories as it did."""
     prof = get_profile(profile)
     segcache = _Segments(prof.breakpoints)
     out = []
     planned = _prepared(method, sessions, mode, prof.name, Prices())
-    with closing(_renders(sessions, planned, mode)) as renders:
+    with closing(_renders(sessions, planned, mode, recalls)) as renders:
         for job, _ms, rendered in renders:
             out.append(_digest(_request_segments(rendered, job, prof.breakpoints, segcache)))
             if on_call is not None:
@@ -273,13 +280,14 @@ def _prepared(method: Method, sessions: Sequence[Session], mode: str, profile: s
 
 
 def _renders(
-    sessions: Sequence[Session], method: Method, mode: str
+    sessions: Sequence[Session], method: Method, mode: str, recalls: Recalls | None = None
 ) -> Iterator[tuple[_Job, MethodSession, Rendered]]:
     """Each call's job, the method's session for it and what that renders, in replay
-    order; every method session is closed at the end."""
+    order (with the recalls made so far in its history); every method session is closed
+    at the end."""
     live: dict[str, MethodSession] = {}
     try:
-        for job in ordered_jobs(sessions, mode):
+        for n, job in enumerate(ordered_jobs(sessions, mode)):
             ms = live.get(job.method_session)
             if ms is None:
                 # a peer with one adapter per agent (LightMem2) opens its session by the trace's format
@@ -290,7 +298,10 @@ def _renders(
                     else method.session(job.method_session)
                 )
                 ms = live[job.method_session] = opened
-            yield job, ms, ms.render(job.prompt, job.session.tools, job.call.timestamp)
+            prompt = job.prompt
+            if recalls is not None:
+                prompt = recalls.into(job.method_session, n, prompt, job.window_start, job.call.end)
+            yield job, ms, ms.render(prompt, job.session.tools, job.call.timestamp)
     finally:
         for ms in live.values():
             ms.close()
@@ -323,8 +334,9 @@ def replay(
     # sessions (LightMem2's name positions, the same in every session)
     recall_cache: dict[tuple[str, str], frozenset[str]] = {}
     recall_size: dict[tuple[str, str], int] = {}  # smallest recall first: an agent asks for what it needs
-    with closing(_renders(sessions, method, mode)) as renders:
-        for job, ms, rendered in renders:
+    recalls = result.recalls
+    with closing(_renders(sessions, method, mode, recalls)) as renders:
+        for n, (job, ms, rendered) in enumerate(renders):
             segs = _request_segments(rendered, job, prof.breakpoints, segcache)
             result.digests.append(_digest(segs))
             out_msg = job.session.output(job.call)
@@ -372,7 +384,13 @@ def replay(
             )
             recall_usd = 0.0
             if recalled:
-                recall_usd = _recall_round_trip(sim, segs, recalled, ms, job, prof.name, prices, segcache)
+                sid = job.method_session
+                texts = [(aid, ms.recall_text(aid) or "") for aid in recalled]
+                extra_msgs = recall_messages(str(recalls.count(sid)), texts)
+                recall_usd = _recall_round_trip(
+                    sim, segs, len(rendered.messages), extra_msgs, out_msg, job, prof.name, prices, segcache
+                )
+                recalls.add(sid, n, job.call.end, extra_msgs)
 
             stable_keys = [
                 seg.key
