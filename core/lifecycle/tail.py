@@ -21,7 +21,8 @@ wrote it, each cut output shows a marker naming its recall (`evict.Segment.cuts`
   re-sent on every later call (as dear as the original it stood for); cut, the call
   above it still names what it returns, and the same call returns it again. In the
   bench, with what an agent recalls kept in its history as it would be live, keeping
-  them cost more on five of six coding sets (codemie 0.947x against 0.930x).
+  them cost more on four of the six coding sets and the same on the other two (spotter
+  0.818x against 0.802x, codex_cli 0.758x against 0.736x).
 - **What the agent looked through** (`shrink`): a listing, a search or a plain shell
   output whose lines the agent's own words have named keeps those lines and
   `context_lines` around each; every other run of lines becomes one marker with the
