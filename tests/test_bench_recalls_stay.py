@@ -5,6 +5,9 @@ of the next call."""
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tokenpilot.measure.bench.method import Rendered
 from tokenpilot.measure.bench.recalled import RECALL_TOOL, Recalls, recall_messages
 from tokenpilot.measure.bench.replay import render_digests, replay
@@ -143,3 +146,29 @@ def test_without_the_recall_in_the_history_every_use_is_charged():
     run = replay([_session()], _Method())
     names_used = {NAMES[k % len(NAMES)] for k in range(1, 8)}  # a name said again is in the agent's words
     assert sum(c.recall_charged for c in run.calls) == len(names_used) > 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(1, 30),
+    made=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=6),
+    start=st.integers(0, 10),
+    now=st.integers(0, 45),
+)
+def test_recalls_keep_the_prompt_in_order_and_each_before_its_answer(n, made, start, now):
+    """Whatever the recalls, the prompt comes out whole and in order, and each recall made
+    by an earlier call within the window sits, whole, right before its answer."""
+    end = start + n
+    prompt = [{"system": True}] + [{"i": i} for i in range(start, end)]
+    rec = Recalls()
+    for k, (call, before) in enumerate(made):
+        rec.add("s", call, before, recall_messages(str(k), [(f"a{k}", f"text {k}")]))
+    out = rec.into("s", now, prompt, start, end)
+    assert [m for m in out if "tool_calls" not in m and "tool_call_id" not in m] == prompt
+    placed = [(c, b, k) for k, (c, b) in enumerate(made) if c < now and start <= b <= end]
+    assert len(out) == len(prompt) + 2 * len(placed)
+    for _, before, k in placed:
+        at = next(j for j, m in enumerate(out) if m.get("tool_call_id") == f"call_recall_{k}_0")
+        assert out[at - 1]["tool_calls"][0]["id"] == f"call_recall_{k}_0"
+        following = [m for m in out[at + 1 :] if "i" in m]
+        assert (following[0]["i"] if following else end) == before  # its answer comes next
