@@ -106,11 +106,17 @@ class _HidingSession:
     def __init__(self):
         self.texts = {}
 
+    def hides(self, m):
+        return m.get("role") == "tool"
+
+    def artifact_id(self, k, m):
+        return f"art_{k:024x}"
+
     def render(self, prompt, tools, timestamp):
         out = []
         for k, m in enumerate(prompt):
-            if m.get("role") == "tool":
-                aid = f"art_{k:024x}"
+            if self.hides(m):
+                aid = self.artifact_id(k, m)
                 self.texts[aid] = m["content"]
                 m = {**m, "content": f"[hidden; recall {aid}]"}
             out.append(m)

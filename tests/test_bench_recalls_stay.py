@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_bench import _HidingSession
 
-from tokenpilot.measure.bench.method import Rendered
 from tokenpilot.measure.bench.recalled import RECALL_TOOL, Recalls, recall_messages
 from tokenpilot.measure.bench.replay import render_digests, replay
 from tokenpilot.measure.traces.model import RecordedCall, Session, Usage
@@ -60,27 +60,9 @@ class _HidesOutputs:
         return _HidesSession()
 
 
-class _HidesSession:
-    def __init__(self):
-        self.texts: dict[str, str] = {}
-        self.prompts: list[list[dict]] = []
-
-    def render(self, prompt, tools, timestamp):
-        self.prompts.append(prompt)
-        out = []
-        for k, m in enumerate(prompt):
-            if m.get("role") == "tool" and not str(m.get("tool_call_id", "")).startswith("call_recall_"):
-                aid = f"art_{k:024x}"
-                self.texts[aid] = m["content"]
-                m = {**m, "content": f"[hidden; recall {aid}]"}
-            out.append(m)
-        return Rendered(out, tools, len(out), frozenset(self.texts))
-
-    def recall_text(self, artifact_id):
-        return self.texts.get(artifact_id)
-
-    def close(self):
-        pass
+class _HidesSession(_HidingSession):
+    def hides(self, m):
+        return super().hides(m) and not str(m.get("tool_call_id", "")).startswith("call_recall_")
 
 
 def test_recall_messages_pair_each_call_with_its_result():
@@ -126,16 +108,9 @@ def test_without_the_recall_in_the_history_every_use_is_charged():
     """The old reading (the recalled text gone after its round trip), as a method that
     hides the recall's result too: each answer that uses a name of turn 0 pays again."""
 
-    class _HidesAll(_HidesSession):
-        def render(self, prompt, tools, timestamp):
-            out = []
-            for k, m in enumerate(prompt):
-                if m.get("role") == "tool":
-                    aid = f"art_{k:024x}_{len(m['content'])}"
-                    self.texts[aid] = m["content"]
-                    m = {**m, "content": f"[hidden; recall {aid}]"}
-                out.append(m)
-            return Rendered(out, tools, len(out), frozenset(self.texts))
+    class _HidesAll(_HidingSession):
+        def artifact_id(self, k, m):  # recalls shift positions: name each text by its length too
+            return f"art_{k:024x}_{len(m['content'])}"
 
     class _Method:
         name = "hides_all"
