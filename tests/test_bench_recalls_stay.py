@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_bench import _HidingSession
 
-from tokenpilot.measure.bench.recalled import RECALL_TOOL, Recalls, recall_messages
+from tokenpilot import RECALL_TOOL_NAME
+from tokenpilot.measure.bench.recalled import Recalls, recall_messages
 from tokenpilot.measure.bench.replay import render_digests, replay
 from tokenpilot.measure.traces.model import RecordedCall, Session, Usage
 
@@ -70,7 +71,7 @@ def test_recall_messages_pair_each_call_with_its_result():
     assert [m["role"] for m in msgs] == ["assistant", "tool", "tool"]
     ids = [c["id"] for c in msgs[0]["tool_calls"]]
     assert [m["tool_call_id"] for m in msgs[1:]] == ids and len(set(ids)) == 2
-    assert {c["function"]["name"] for c in msgs[0]["tool_calls"]} == {RECALL_TOOL}
+    assert {c["function"]["name"] for c in msgs[0]["tool_calls"]} == {RECALL_TOOL_NAME}
     assert [m["content"] for m in msgs[1:]] == ["text a", "text b"]
 
 

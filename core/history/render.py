@@ -70,7 +70,8 @@ def render_history(
             if not whole:
                 drop = set(plan.drop)
                 stubs = {i: list(ms) for i, ms in plan.stubs.items()}
-            else:  # everything shown: a recalled copy repeats what the request holds
+            else:  # everything shown: a recalled copy repeats what the archive holds, and the
+                # request holds its original as taken in (an evicted one shown, a reduced one reduced)
                 cut = {i: t for i, t in cut.items() if _recalled_copy(s, i)}
         except Exception as exc:  # eviction is an optimisation: never fail the call
             log.warning("tokenpilot: lifecycle failed, rendering without eviction: %s", exc)

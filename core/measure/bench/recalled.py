@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-RECALL_TOOL = "recall_artifact"
+from ...ingest.stabilize import RECALL_TOOL_NAME
 
 
 def recall_messages(tag: str, texts: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
@@ -34,7 +34,7 @@ def recall_messages(tag: str, texts: Sequence[tuple[str, str]]) -> list[dict[str
             {
                 "id": cid,
                 "type": "function",
-                "function": {"name": RECALL_TOOL, "arguments": json.dumps({"artifact_id": aid})},
+                "function": {"name": RECALL_TOOL_NAME, "arguments": json.dumps({"artifact_id": aid})},
             }
             for cid, (aid, _) in zip(ids, texts, strict=True)
         ],
