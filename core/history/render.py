@@ -17,6 +17,7 @@ from .._canonical import canonical_json, sha256_hex
 from ..config import Config
 from ..ingest.stabilize import is_recall_tool, values_block
 from ..messages.compaction import ENDED_CAUSE, SHOWN_CAUSE
+from ..messages.model import role_and_text
 from .session import Entry, Session
 from .sync import call_ids
 from .system_prompt import TAIL_TITLE, SystemPrompts
@@ -160,10 +161,9 @@ def digest(obj: Any) -> str:
     (`_REMEMBERED_CHARS`), so the memo stays small."""
     if isinstance(obj, str) and len(obj) <= _REMEMBERED_CHARS:
         return _text_digest(obj)
-    if isinstance(obj, dict) and len(obj) == 2:
-        role, content = obj.get("role"), obj.get("content")
-        if isinstance(role, str) and isinstance(content, str) and len(content) <= _REMEMBERED_CHARS:
-            return _message_digest(role, content)
+    plain = role_and_text(obj)
+    if plain is not None and len(plain[1]) <= _REMEMBERED_CHARS:
+        return _message_digest(*plain)
     return _digest(obj)
 
 

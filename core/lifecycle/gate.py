@@ -26,6 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..messages.model import role_and_text
 from ..pricing import Prices
 from ..tokens import message_tokens
 
@@ -164,10 +165,8 @@ def recall_risk_usd(
 def stub_tokens(stub: Mapping[str, Any]) -> int:
     """Tokens of a stub message. A stub the planner made (a role and a text) is remembered
     by its text, as markers are: the gate weighs each deferred segment's stub at every batch."""
-    role, content = stub.get("role"), stub.get("content")
-    if isinstance(stub, dict) and len(stub) == 2 and isinstance(role, str) and isinstance(content, str):
-        return _role_text_tokens(role, content)
-    return message_tokens(stub)
+    plain = role_and_text(stub)
+    return _role_text_tokens(*plain) if plain is not None else message_tokens(stub)
 
 
 @functools.lru_cache(maxsize=4096)

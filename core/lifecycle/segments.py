@@ -150,9 +150,11 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
         if kind in ("read", "write")
         else set()
     )
-    provides = frozenset(extract_refs(result_text) | named) if results else frozenset(named)
     if calls and all(is_recall_tool(n) for n, _, _ in calls):
-        provides = frozenset()  # a copy of what the archive holds: its names stay charged to their source
+        # a copy of what the archive holds: its names stay charged to their source
+        provides: frozenset[str] = frozenset()
+    else:
+        provides = frozenset(extract_refs(result_text) | named) if results else frozenset(named)
     hits = frozenset(extract_refs(result_text, identifiers=False)) if kind == "search" else frozenset()
     return BundleRecord(
         turn_id=turn.turn_id,

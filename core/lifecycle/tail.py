@@ -131,20 +131,10 @@ def tail_cuts(
     rule cuts (empty: none). `mentioned`: references the agent's and user's words and
     calls have named so far (`segments.BundleRecord.uses`); `outputs`: the history's
     `OutputsBefore`, shared by the turns of one look."""
-    kinds = {
-        c.get("id"): call_kind(*_name_args(c))
-        for k in range(turn.start, turn.end)
-        for c in tool_calls_of(messages[k])
-    }
-    shells = {
-        c.get("id") for k in range(turn.start, turn.end) for c in tool_calls_of(messages[k]) if _shell(c)
-    }
-    recalls = {
-        c.get("id")
-        for k in range(turn.start, turn.end)
-        for c in tool_calls_of(messages[k])
-        if is_recall_tool(call_name_args(c)[0])
-    }
+    calls = [c for k in range(turn.start, turn.end) for c in tool_calls_of(messages[k])]
+    kinds = {c.get("id"): call_kind(*_name_args(c)) for c in calls}
+    shells = {c.get("id") for c in calls if _shell(c)}
+    recalls = {c.get("id") for c in calls if is_recall_tool(call_name_args(c)[0])}
     out: dict[int, str] = {}
     for k in output_indices(messages, turn):
         m = messages[k]

@@ -82,6 +82,16 @@ def tool_name(tool: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) else ""
 
 
+def role_and_text(msg: Any) -> tuple[str, str] | None:
+    """(role, text) of a message that holds only a role and a text (a stub, a marker the
+    planner wrote), else None: such a message can be remembered by its text."""
+    if isinstance(msg, dict) and len(msg) == 2:
+        role, content = msg.get("role"), msg.get("content")
+        if isinstance(role, str) and isinstance(content, str):
+            return role, content
+    return None
+
+
 def content_text(content: Any) -> str:
     """The text of a message's content: the string, or its text parts joined."""
     if content is None:
