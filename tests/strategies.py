@@ -61,8 +61,9 @@ TINY_PNG = (
 
 
 @st.composite
-def session(draw) -> list[dict]:
-    """A system prompt, then turns: user request, assistant tool calls (parallel), results."""
+def session(draw, recalls: bool = False) -> list[dict]:
+    """A system prompt, then turns: user request, assistant tool calls (parallel), results.
+    `recalls`: some steps are a `recall_artifact` call whose result repeats an earlier output."""
     date = draw(st.sampled_from(["2026-12-02", "2027-01-15"]))
     msgs: list[dict] = [
         {
@@ -81,6 +82,27 @@ def session(draw) -> list[dict]:
             }
         )
         for _step in range(draw(st.integers(0, 3))):
+            copies = [o for o in outputs_pool if isinstance(o, str)]
+            if recalls and copies and draw(st.booleans()):
+                cid += 1
+                call = {"artifact_id": "art_" + f"{cid:024x}"}
+                msgs.append(
+                    {
+                        "role": "assistant",
+                        "content": draw(st.sampled_from([None, "", "Let me read it again."])),
+                        "tool_calls": [
+                            {
+                                "id": f"call_{cid}",
+                                "type": "function",
+                                "function": {"name": "recall_artifact", "arguments": json.dumps(call)},
+                            }
+                        ],
+                    }
+                )
+                msgs.append(
+                    {"role": "tool", "tool_call_id": f"call_{cid}", "content": draw(st.sampled_from(copies))}
+                )
+                continue
             n_calls = draw(st.integers(1, 3))
             calls, results = [], []
             for _ in range(n_calls):

@@ -346,10 +346,11 @@ def test_the_bench_shows_each_position_as_a_row():
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
-@given(session())
+@given(session(recalls=True))
 def test_invariants_hold_with_tail_cuts_and_calls_kept(msgs):
     """I1: the stable part only grows except at a plan change, each counted as an eviction;
-    I3: every marker's id recalls what it stands for; I4: pairing holds at every call."""
+    I3: every marker's id recalls what it stands for; I4: pairing holds at every call; a
+    recall exchange cut whole leaves a stub that quotes its call."""
     cfg = LifecycleConfig(
         batch_turns=1,
         schedule="inline",
@@ -375,13 +376,25 @@ def test_invariants_hold_with_tail_cuts_and_calls_kept(msgs):
             ):
                 for aid in _ART.findall(content):
                     assert tp.recall(aid, session_id="s").found
+    exchanges = [m for m in p.messages if "recalled and read, cut" in str(m.get("content"))]
+    quoted = {aid for m in exchanges for aid in _ART.findall(m["content"])}
+    asked = {
+        json.loads(c["function"]["arguments"])["artifact_id"]
+        for m in msgs
+        for c in m.get("tool_calls") or ()
+        if c["function"]["name"] == "recall_artifact"
+    }
+    assert quoted <= asked and len(quoted) == len(exchanges)
     assert p.stats.prefix_breaks == breaks
 
 
-def test_a_recalled_text_leaves_once_read_and_a_summary_request_shows_its_marker():
+@pytest.mark.parametrize("words", [None, "Let me read the log again."])
+def test_a_recalled_text_leaves_once_read_and_a_summary_request_shows_its_marker(words):
     """A recall's result is a copy of what the archive holds: shown whole to the call
-    that asked for it, a marker from the next look on, whole again by recall; a request
-    for a summary (nothing evicted) shows the marker too, the original being in it."""
+    that asked for it, gone from the next look on, whole again by recall; a request
+    for a summary (nothing evicted) shows the marker, the original being in it. A turn
+    that is only the recall (no words) leaves whole, a one-line stub quoting the call in
+    its place; one with the agent's words keeps them and its call, the result a marker."""
     from test_compaction_request import REQUEST
 
     log = "\n".join(f"2024-05-01 12:00:{i % 60:02d} INFO worker step {i} ok" for i in range(300))
@@ -398,7 +411,7 @@ def test_a_recalled_text_leaves_once_read_and_a_summary_request_shows_its_marker
     msgs += [
         {
             "role": "assistant",
-            "content": None,
+            "content": words,
             "tool_calls": [_call("c2", "recall_artifact", {"artifact_id": aid})],
         },
         {"role": "tool", "tool_call_id": "c2", "content": recalled},
@@ -411,13 +424,28 @@ def test_a_recalled_text_leaves_once_read_and_a_summary_request_shows_its_marker
     assert seen.messages[-1]["content"] == log  # the call that asked reads it whole
     later = tp.prepare(msgs, TOOLS, session_id="s")
     out = {m.get("tool_call_id"): m["content"] for m in later.messages if m.get("role") == "tool"}
-    assert out["c2"] == RECALLED_MARKER  # the call above it names what it returned
+    if words is None:  # the exchange left whole: a stub that quotes the call stands in its place
+        assert "c2" not in out
+        assert all(c["id"] != "c2" for m in later.messages for c in m.get("tool_calls") or ())
+        (stub,) = [m for m in later.messages if "recalled and read" in str(m.get("content"))]
+        assert stub["role"] == "user" and f'recall_artifact(artifact_id="{aid}")' in stub["content"]
+        assert later.messages[later.messages.index(stub) + 1]["content"] == "Step 217 ran as expected."
+    else:  # the agent's words and its call stay as written
+        assert out["c2"] == RECALLED_MARKER  # the call above it names what it returned
+        assert any(m.get("content") == words and m.get("tool_calls") for m in later.messages)
     assert tp.recall(aid, session_id="s").text == log  # and returns it again
     assert out["c1"] == first.messages[-1]["content"]  # the output as taken in stays
     assert validate_pairing(later.messages) == []
     summary = tp.prepare([*msgs, {"role": "user", "content": REQUEST}], TOOLS, session_id="s")
     whole = {m.get("tool_call_id"): m["content"] for m in summary.messages if m.get("role") == "tool"}
-    assert whole["c2"] == out["c2"] and whole["c1"] == out["c1"]
+    assert whole["c2"] == RECALLED_MARKER and whole["c1"] == out["c1"]
+    assert validate_pairing(summary.messages) == []
+    marker_only = _pilot(tail=TailRules(recall_turns=False))  # the control: the turn stays, cut in place
+    for k in (3, 5, len(msgs)):
+        shown = marker_only.prepare(msgs[:k], TOOLS, session_id="s")
+    assert {m.get("tool_call_id"): m["content"] for m in shown.messages if m.get("role") == "tool"}[
+        "c2"
+    ] == RECALLED_MARKER
     off = _pilot(tail=TailRules(recalled=False))
     for k in (3, 5, len(msgs)):
         kept = off.prepare(msgs[:k], TOOLS, session_id="s")

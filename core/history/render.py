@@ -15,7 +15,7 @@ from typing import Any
 
 from .._canonical import canonical_json, sha256_hex
 from ..config import Config
-from ..ingest.stabilize import is_recall_tool, values_block
+from ..ingest.stabilize import RECALLED_MARKER, is_recall_tool, values_block
 from ..messages.compaction import ENDED_CAUSE, SHOWN_CAUSE
 from ..messages.model import role_and_text
 from .session import Entry, Session
@@ -74,6 +74,7 @@ def render_history(
             else:  # everything shown: a recalled copy repeats what the archive holds, and the
                 # request holds its original as taken in (an evicted one shown, a reduced one reduced)
                 cut = {i: t for i, t in cut.items() if _recalled_copy(s, i)}
+                cut.update((i, RECALLED_MARKER) for i in plan.drop if i not in cut and _recalled_copy(s, i))
         except Exception as exc:  # eviction is an optimisation: never fail the call
             log.warning("tokenpilot: lifecycle failed, rendering without eviction: %s", exc)
             drop, stubs, cut = set(), {}, {}

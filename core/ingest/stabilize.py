@@ -195,6 +195,11 @@ def values_block(values: Sequence[tuple[str, str]], *, title: str) -> str:
 # Tools
 # ---------------------------------------------------------------------------
 RECALL_TOOL_NAME = "recall_artifact"
+# What a recall's result shows once the agent has answered it (`lifecycle.tail`, and a
+# summary request's render): the call above it names what it returns, and returns it again.
+RECALLED_MARKER = (
+    "[tokenpilot: recalled and read; cut at the tail: the same recall_artifact call returns it again]"
+)
 MCP_SEPARATOR = "__"  # what MCP clients put between a server's name and its tool's
 MCP_SERVER_NAME = "tokenpilot"  # what `tokenpilot enable` registers our MCP server as
 

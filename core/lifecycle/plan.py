@@ -160,8 +160,13 @@ class Planner:
         if not joins:
             self.version += 1
             self.stats["prefix_breaks"] += 1
-        self.stats["tail_cuts"] += sum(len(s.cuts) for s in new)
-        self.stats["tokens_evicted"] += sum(counts[s.start + o] for s in new for o, _ in s.cuts)
+        gone = [
+            k
+            for s in new
+            for k in (range(s.start, s.end) if not s.cuts else (s.start + o for o, _ in s.cuts))
+        ]
+        self.stats["tail_cuts"] += sum(len(s.cuts) or s.end - s.start - 1 for s in new)  # outputs
+        self.stats["tokens_evicted"] += sum(counts[k] for k in gone)
         self.stats["bundle_reasons"]["tail"] = self.stats["bundle_reasons"].get("tail", 0) + len(new)
 
     def _index(self) -> None:

@@ -22,7 +22,10 @@ wrote it, each cut output shows a marker naming its recall (`evict.Segment.cuts`
   above it still names what it returns, and the same call returns it again. In the
   bench, with what an agent recalls kept in its history as it would be live, keeping
   them cost more on four of the six coding sets and the same on the other two (spotter
-  0.818x against 0.802x, codex_cli 0.758x against 0.736x).
+  0.818x against 0.802x, codex_cli 0.758x against 0.736x). A turn that is only the
+  recall (the agent's message holds recall calls and no words: `recall_turns`) leaves
+  whole, one line quoting its calls in its place: its call and marker held nothing
+  else, and the original's own stub or marker stays where it was.
 - **What the agent looked through** (`shrink`): a listing, a search or a plain shell
   output whose lines the agent's own words have named keeps those lines and
   `context_lines` around each; every other run of lines becomes one marker with the
@@ -36,6 +39,7 @@ Pure: the same messages and rules give the same cuts.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,15 +48,15 @@ from typing import Any
 from .._canonical import canonical_json
 from ..estimator import extract_refs
 from ..ingest.reshown import OutputsBefore
-from ..ingest.stabilize import is_recall_tool
+from ..ingest.stabilize import RECALLED_MARKER, is_recall_tool
 from ..messages.call_kinds import SHELL_TOOLS, call_kind, norm_tool
-from ..messages.turns import Turn, call_name_args, parsed_args, tool_calls_of
+from ..messages.turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
 from .evict import Segment
 from .stubs import ID_SHAPE, archived, assistant_index, cut_text, output_indices, output_text, worth_cutting
 
 Message = Mapping[str, Any]
 
-__all__ = ["TailRules", "citable", "tail_cuts", "tail_segments"]
+__all__ = ["TailRules", "citable", "recall_exchange_stub", "tail_cuts", "tail_segments"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,7 @@ class TailRules:
     uncitable: bool = True
     shrink: bool = False
     recalled: bool = True
+    recall_turns: bool = True
     context_lines: int = 2
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,6 +79,7 @@ class TailRules:
             "uncitable": self.uncitable,
             "shrink": self.shrink,
             "recalled": self.recalled,
+            "recall_turns": self.recall_turns,
             "context_lines": self.context_lines,
         }
 
@@ -163,9 +169,6 @@ def tail_cuts(
 
 
 _UNCITABLE = "it names no file, path, identifier or number"
-RECALLED_MARKER = (
-    "[tokenpilot: recalled and read; cut at the tail: the same recall_artifact call returns it again]"
-)
 
 
 def _name_args(call: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
@@ -259,11 +262,41 @@ def tail_segments(
             continue
         start = assistant_index(messages, turn)
         aid = archive(canonical_json(archived(messages, start, turn.end, outputs)))
+        if rules.recall_turns and _recall_exchange(messages, turn, cuts):
+            stub = {"role": "user", "content": recall_exchange_stub(messages[start])}
+            out.append(Segment(start, turn.end, (turn.turn_id,), (), aid, stub, ("tail: recalled",)))
+            continue
         offsets = tuple((k - start, text) for k, text in sorted(cuts.items()))
         out.append(
             Segment(start, turn.end, (turn.turn_id,), (), aid, None, ("tail: " + _why(cuts),), offsets)
         )
     return out
+
+
+def _recall_exchange(messages: Sequence[Message], turn: Turn, cuts: Mapping[int, str]) -> bool:
+    """Whether a turn is only a recall exchange the tail cuts whole: the agent's message
+    holds recall calls and no words, and every output is a recalled copy cut as read. The
+    call and its marker then hold nothing the stub does not say (the original's own stub
+    or marker stays where it was)."""
+    outs = output_indices(messages, turn)
+    if not outs or sorted(cuts) != outs or any(t != RECALLED_MARKER for t in cuts.values()):
+        return False
+    agent = [k for k in range(turn.start, turn.end) if k not in cuts]
+    if len(agent) != 1 or agent[0] != turn.start or messages[turn.start].get("role") != "assistant":
+        return False
+    calls = tool_calls_of(messages[turn.start])
+    words = content_text(messages[turn.start].get("content")).strip()
+    return bool(calls) and not words and all(is_recall_tool(call_name_args(c)[0]) for c in calls)
+
+
+def recall_exchange_stub(agent: Message) -> str:
+    """The one line that stands in for a recall exchange the agent has read: the calls
+    as it wrote them, which return the same text again."""
+    calls = "; ".join(
+        f"{name}({', '.join(f'{k}={json.dumps(v, ensure_ascii=False)}' for k, v in args.items())})"
+        for name, args in map(_name_args, tool_calls_of(agent))
+    )
+    return f"[tokenpilot: recalled and read, cut at the tail; the same call returns it again: {calls}]"
 
 
 def _why(cuts: Mapping[int, str]) -> str:

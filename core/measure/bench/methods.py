@@ -285,6 +285,11 @@ def ablation_methods() -> list[Method]:
     methods.append(
         TokenPilotMethod(lifecycle={"tail": TailRules(recalled=False)}, name="tokenpilot_keep_recalled")
     )
+    methods.append(
+        TokenPilotMethod(
+            lifecycle={"tail": TailRules(recall_turns=False)}, name="tokenpilot_recall_turns_kept"
+        )
+    )
     methods.append(TokenPilotMethod(lifecycle={"window": None}, name="tokenpilot_no_window"))
     methods.append(
         TokenPilotMethod(
