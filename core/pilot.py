@@ -36,6 +36,7 @@ from .ingest.gate import Pipeline
 from .ingest.stabilize import merge_tools, recalled_by_client, stabilize_text
 from .lifecycle.schedule import Lifecycle, LifecycleConfig
 from .messages.limits import check_depth, check_request
+from .messages.markers import strip_markers
 from .messages.model import content_text, to_anthropic
 from .recall.tool import answer_recall_call, recall_in_session, resolve_session
 from .store.archive import SessionArchive
@@ -263,11 +264,12 @@ class TokenPilot:
         (`ingest.stabilize.merge_tools`) -> record (keys, prefix break, stats)."""
         cfg = self.config
         messages = check_request(messages, tools, cfg.max_messages, cfg.max_depth)
+        messages, marks = strip_markers(messages)  # where the caller caches, not what it says
         session = self.session(session_id or self.derive_session_id(messages))
         with session.lock:
             warnings: list[str] = []
             taken = take_in(self.history, session, messages, self.system_prompts, warnings)
-            rendered = render_call(session, taken, cfg, self.system_prompts)
+            rendered = render_call(session, taken, cfg, self.system_prompts, marks)
             self._merge_tools(session, tools, taken, rendered)
             return self._record(session, messages, taken, rendered, warnings)
 

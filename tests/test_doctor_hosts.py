@@ -82,11 +82,14 @@ async def tool_list_changed(send: Send) -> None:
                [*TOOLS, GREP])  # fmt: skip
 
 
+REMINDER = "<system-reminder>the date is 2026-12-05</system-reminder>"
+
+
 async def client_markers(send: Send) -> None:
-    """The client puts its own cache_control on its newest message, and moves it each call."""
-    await send([{"role": "system", "content": SYSTEM}, user("first question", marker=True)], TOOLS)
-    await send([{"role": "system", "content": SYSTEM}, user("first question"),
-                {"role": "assistant", "content": "first answer"}, user("second", marker=True)], TOOLS)  # fmt: skip
+    """The client puts a reminder block on its newest message, and moves it each call."""
+    await send([{"role": "system", "content": SYSTEM}, user("first question " + REMINDER)], TOOLS)
+    await send([{"role": "system", "content": SYSTEM}, user("first question "),
+                {"role": "assistant", "content": "first answer"}, user("second " + REMINDER)], TOOLS)  # fmt: skip
 
 
 async def history_rewritten(send: Send) -> None:
@@ -104,7 +107,7 @@ SCENARIOS = {
     "volatile value": (date_in_system_prompt, "#1 (system)", "2026-12-05T10:11:12Z", "Config.volatile_patterns"),
     "tools changed": (tool_list_changed, "tool list [bash, recall_artifact] -> [bash, recall_artifact, grep]",
                       "", "send the same tool list on every call"),
-    "client markers": (client_markers, "#1 (user)", "cache_control", "let TokenPilot place the breakpoints"),
+    "client markers": (client_markers, "#1 (user)", "system-reminder", "keep reminders in the newest message"),
     "history rewritten": (history_rewritten, "#2 (assistant)", "summary of the earlier work",
                           "contextPruning.mode off"),
 }  # fmt: skip
@@ -154,6 +157,27 @@ async def test_doctor_names_the_cause_of_each_break(cause, proxy, tmp_path, caps
     others = [c for c in SCENARIOS if c != cause]
     assert not any(f"likely cause: {c} (" in brk["detail"] for c in others)
     assert status == 0
+
+
+async def test_cache_markers_the_client_moves_break_nothing_through_the_chat_path(proxy, upstream, tmp_path):
+    """LiteLLM's placement (its newest message marked, the mark moved at each call): the
+    proxy counts no break, and the upstream reads each marker on the message that carried it."""
+    key = "session-moving-markers"
+    async with aiohttp.ClientSession() as http:
+        for messages in (
+            [{"role": "system", "content": SYSTEM}, user("first question", marker=True)],
+            [{"role": "system", "content": SYSTEM}, user("first question"),
+             {"role": "assistant", "content": "first answer"}, user("second", marker=True)],
+        ):  # fmt: skip
+            body = {"model": "gpt-4.1", "messages": messages, "tools": TOOLS, "prompt_cache_key": key}
+            async with http.post(proxy.url + "/v1/chat/completions", json=body) as r:
+                assert r.status == 200, await r.text()
+    await proxy.proxy.flush()
+    (stats,) = [st for sid, st in proxy.proxy.stats.items() if key in sid]
+    assert stats.prefix_breaks == 0
+    sent = upstream.chat_requests()[-1].body["messages"]
+    assert [i for i, m in enumerate(sent) if "cache_control" in json.dumps(m)] == [3]
+    assert sent[1]["content"] == [{"type": "text", "text": "first question"}]
 
 
 async def test_doctor_for_codex_reads_its_provider_block(proxy, tmp_path, capsys, monkeypatch):

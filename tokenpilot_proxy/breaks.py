@@ -58,9 +58,9 @@ FIXES: dict[str, str] = {
         "recall_artifact included, from the first call, and mask tools instead of removing them"
     ),
     "client markers": (
-        "the client moves its own cache markers or reminder blocks between calls: let TokenPilot place "
-        "the breakpoints (turn off the client's cache_control injection, e.g. LiteLLM "
-        "cache_control_injection_points) and keep reminders in the newest message"
+        "the client moves reminder blocks (or cache markers outside its messages, on its tools) between "
+        "calls: keep reminders in the newest message and markers off the tools (a cache_control on a "
+        "message TokenPilot takes off and puts back on the message that carried it)"
     ),
     "history rewritten": (
         "the caller edited or dropped earlier messages (its own compaction, context pruning or a "

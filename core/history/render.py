@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ from .._canonical import canonical_json, sha256_hex
 from ..config import Config
 from ..ingest.stabilize import RECALLED_MARKER, is_recall_tool, values_block
 from ..messages.compaction import ENDED_CAUSE, SHOWN_CAUSE
+from ..messages.markers import Mark, with_marks
 from ..messages.model import role_and_text
 from .session import Entry, Session
 from .sync import call_ids
@@ -36,11 +37,26 @@ class Rendered:
     tail_start: int  # where the per-call tail starts (== len(messages) when there is none)
 
 
-def render_call(s: Session, taken: Taken, cfg: Config, system: SystemPrompts) -> Rendered:
+def render_call(
+    s: Session,
+    taken: Taken,
+    cfg: Config,
+    system: SystemPrompts,
+    marks: Mapping[int, Sequence[Mark]] | None = None,
+) -> Rendered:
     """`prepare`'s third stage: the lifecycle observes the history and plans (unless the
-    caller asks for a summary of everything), and the session renders as this call sends it."""
-    history, keys, evicted = render_history(s, taken.history, cfg, whole=taken.whole)
-    out = list(s.system.rendered) + history
+    caller asks for a summary of everything), and the session renders as this call sends it.
+    `marks`: the caller's cache markers by request index (`messages.markers`), put back on
+    the messages that carried them (a system message's on the system prompt as rendered)."""
+    k = taken.system_count
+    later = {i - k: m for i, m in (marks or {}).items() if i >= k}
+    history, keys, evicted = render_history(s, taken.history, cfg, whole=taken.whole, marks=later)
+    head = list(s.system.rendered)
+    for i, m in (marks or {}).items():
+        if i < k and head:
+            j = min(i, len(head) - 1)
+            head[j] = with_marks(head[j], m)
+    out = head + history
     tail_start = len(out)
     tail_values = system.tail_values(s)
     if tail_values:
@@ -49,12 +65,19 @@ def render_call(s: Session, taken: Taken, cfg: Config, system: SystemPrompts) ->
 
 
 def render_history(
-    s: Session, history: list[Any], cfg: Config, *, whole: bool = False
+    s: Session,
+    history: list[Any],
+    cfg: Config,
+    *,
+    whole: bool = False,
+    marks: Mapping[int, Sequence[Mark]] | None = None,
 ) -> tuple[list[Any], list[str], set[int]]:
     """Frozen messages (with current ids), update notes, eviction stubs; and render keys.
 
     `whole`: render with nothing evicted (a compaction request, `tokenpilot.messages.compaction`);
-    the lifecycle still sees the call, so its schedule and plan go on as before."""
+    the lifecycle still sees the call, so its schedule and plan go on as before. `marks`:
+    the caller's cache markers by history index, on the messages as sent (not in the keys:
+    a marker that moves is no change)."""
     drop: set[int] = set()
     stubs: dict[int, list[dict[str, Any]]] = {}
     cut: dict[int, str] = {}  # outputs shown as a marker (cut in place)
@@ -108,7 +131,7 @@ def render_history(
             frozen, key = {**frozen, "content": cut[i]}, f"{key}:cut:{digest(cut[i])}"
         elif i in moved:  # a fold whose lines an eviction moved here
             frozen, key = {**frozen, "content": moved[i]}, f"{key}:moved:{digest(moved[i])}"
-        out.append(dict(frozen))
+        out.append(with_marks(frozen, marks[i]) if marks and i in marks else dict(frozen))
         keys.append(key)
     for m in updates.get(len(s.entries), ()):
         out.append(dict(m))

@@ -32,6 +32,7 @@ class Taken:
     stored: list[str]  # artifact ids stored by this call
     unstored: int  # messages in the session still waiting for the store
     whole: bool  # the caller asks for a summary of everything: render with nothing evicted
+    system_count: int = 0  # the caller's leading system messages (the request's index of history[0])
 
 
 def take_in(
@@ -63,4 +64,4 @@ def take_in(
             "retried at the next call"
         )
     whole = is_compaction_request(history, cfg.compaction_markers)
-    return Taken(history, n, rewritten, bool(before), reduced, malformed, stored, unstored, whole)
+    return Taken(history, n, rewritten, bool(before), reduced, malformed, stored, unstored, whole, k)
