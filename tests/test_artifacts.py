@@ -121,3 +121,33 @@ def test_a_pattern_on_one_long_line_returns_snippets_not_the_page():
     assert "ERROR 42 here" in r.text and len(r.text) < 1000 and "1 of 1 lines" in r.note
     many = store.recall("s", aid, pattern="filler")
     assert len(many.text) < 20_000 and "narrow the pattern" in many.text
+
+
+def test_an_evicted_segment_is_searched_and_ranged_line_by_line_and_recalled_whole_as_stored():
+    """A segment's archive is the JSON of its messages on one line: ranges and patterns
+    read it as lines (each message's head, its text, its calls), the whole recall is the
+    stored JSON byte for byte."""
+    import json
+
+    from tokenpilot._canonical import canonical_json
+
+    listing = "\n".join(f"src/pkg/mod_{i}.py:{i}: def handler_{i}(request): ..." for i in range(40))
+    messages = [
+        {"role": "assistant", "content": "Looking for the handlers.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "grep -rn handler src"}'}}
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": listing},
+    ]  # fmt: skip
+    store = ArtifactStore()
+    stored = canonical_json(messages)
+    aid = store.put("s", stored)
+    hit = store.recall("s", aid, pattern=r"handler_17\b")
+    assert hit.text == "21: src/pkg/mod_17.py:17: def handler_17(request): ...\n" and "1 of 43 lines" in hit.note
+    head = store.recall("s", aid, start_line=1, end_line=3)
+    assert head.text.splitlines() == [
+        "[assistant] Looking for the handlers.",
+        '[call c1] bash {"command": "grep -rn handler src"}',
+        "[tool c1]",
+    ]
+    whole = store.recall("s", aid)
+    assert whole.text == stored and json.loads(whole.text) == messages and "all 43 lines" in whole.note

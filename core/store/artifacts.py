@@ -19,15 +19,17 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import diskcache
 
 from .._canonical import ARTIFACT_PREFIX, artifact_id_for, from_bytes, to_bytes
 from ..errors import ArtifactNotFound, StoreError
+from ..messages.model import content_text
 from .search import SEARCH_BUDGET_S, search_lines
 
 _ID_RE = re.compile(r"^" + ARTIFACT_PREFIX + r"[0-9a-f]{8,64}$")
@@ -347,21 +349,45 @@ _PART_TYPES = frozenset(
 
 
 def part_text(text: str) -> str:
-    """What line ranges and patterns read: the text itself, or for a multi-part tool result
+    """What line ranges and patterns read: the text itself; for a multi-part tool result
     (stored as the JSON list of its parts, one line) the text of its text parts, one after
-    another. A whole recall still answers the stored original, byte for byte."""
+    another; for an evicted segment (the JSON list of its messages, one line) each message
+    as a head line (its role, a tool result's call id, each call with its arguments) and
+    its text (`segment_lines`), so a pattern finds the lines that hold it instead of the
+    one line that holds everything. A whole recall still answers the stored original,
+    byte for byte."""
     if not text.startswith("[{"):
         return text
     try:
         parts = json.loads(text)
     except ValueError:
         return text
-    if not isinstance(parts, list) or not all(
-        isinstance(p, dict) and p.get("type") in _PART_TYPES for p in parts
-    ):
+    if not isinstance(parts, list):
+        return text
+    if parts and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in parts):
+        return segment_lines(parts)
+    if not all(isinstance(p, dict) and p.get("type") in _PART_TYPES for p in parts):
         return text
     texts = [p["text"] for p in parts if isinstance(p.get("text"), str)]
     return "\n".join(texts) if texts else text
+
+
+def segment_lines(messages: Sequence[Mapping[str, Any]]) -> str:
+    """An evicted segment's messages as lines: `[role]` (`[tool <call id>]` for a result),
+    its text, then `[call <id>] <name> <arguments>` for each call it made."""
+    out: list[str] = []
+    for m in messages:
+        role = m["role"]
+        head = f"[{role} {m['tool_call_id']}]" if role == "tool" and m.get("tool_call_id") else f"[{role}]"
+        body = content_text(m.get("content"))
+        out.append(f"{head} {body}" if body and "\n" not in body else head)
+        if body and "\n" in body:
+            out.append(body)
+        for c in m.get("tool_calls") or ():
+            fn = c.get("function") if isinstance(c, Mapping) else None
+            if isinstance(fn, Mapping):
+                out.append(f"[call {c.get('id')}] {fn.get('name')} {fn.get('arguments')}")
+    return "\n".join(out)
 
 
 def _past_end(start_line: int | None, end_line: int | None, total: int, aid: str) -> str | None:
