@@ -1,4 +1,5 @@
-"""Text-action agents' observations (SWE-agent, old mini-swe-agent): user-role tool output,
+"""Text-action agents' observations (SWE-agent, old mini-swe-agent, OpenHands prompting a
+model for its tools in text): user-role tool output,
 recognised by the markers declared in `observations.py` and treated as environment
 (DESIGN.md I5); every other user message stays untouched (issue #26)."""
 
@@ -10,7 +11,7 @@ from conftest import shared_path
 
 from tokenpilot import TokenPilot
 from tokenpilot.lifecycle.segments import bundle_record
-from tokenpilot.messages.observations import MARKERS, is_observation, text_action
+from tokenpilot.messages.observations import MARKERS, is_observation, text_action, text_call
 from tokenpilot.messages.turns import segment_turns
 
 FOOTER = "\n(Open file: /repo/setup.py)\n(Current directory: /repo)\nbash-$"
@@ -70,7 +71,7 @@ def test_user_words_are_never_observations():
     assert is_observation(obs, ACTION)
     assert not is_observation(obs, {"role": "system", "content": "x"})  # the task prompt's place
     assert not is_observation({**obs, "role": "assistant"}, ACTION)
-    assert {m.agent for m in MARKERS} == {"swe-agent", "mini-swe-agent"}
+    assert {m.agent for m in MARKERS} == {"swe-agent", "mini-swe-agent", "openhands"}
 
 
 def test_text_action_is_the_last_fenced_block():
@@ -113,3 +114,109 @@ def test_the_pilot_reduces_a_large_observation_and_never_the_task_prompt():
     aid = next(w for w in out[3]["content"].replace('"', " ").split() if w.startswith("art_"))
     assert tp.recall(aid.strip(".,)]"), session_id="s").text == msgs[3]["content"]
     assert out[5]["content"] == msgs[5]["content"]  # small: nothing to reduce
+
+
+# -- OpenHands' text form of tool calls (`openhands/llm/fn_call_converter.py`) ----------------
+
+OH_SYSTEM = {
+    "role": "system",
+    "content": "You are OpenHands agent.\nYou have access to the following functions: ...",
+}
+OH_TASK = {
+    "role": "user",
+    "content": "Here's a running example of how to perform a task with the provided tools.\n"
+    "USER: EXECUTION RESULT of [execute_bash]:\n/workspace\n--- END OF EXAMPLE ---\nFix the failing test.",
+}
+
+
+def _oh_call(words: str, name: str, **params: str) -> dict:
+    """An assistant message as OpenHands' converter writes a tool call into it."""
+    body = "".join(
+        f"<parameter={k}>" + (f"\n{v}\n" if "\n" in v else v) + "</parameter>\n" for k, v in params.items()
+    )
+    return {"role": "assistant", "content": f"{words}\n\n<function={name}>\n{body}</function>"}
+
+
+def _oh_result(name: str, text: str) -> dict:
+    return {"role": "user", "content": f"EXECUTION RESULT of [{name}]:\n{text}"}
+
+
+def test_openhands_results_are_observations_and_the_task_with_its_example_is_not():
+    view = _oh_call("Let me look.", "str_replace_editor", command="view", path="/workspace/app/models.py")
+    result = _oh_result("str_replace_editor", "     1\timport re\n     2\tclass Model: ...")
+    assert is_observation(result, view)
+    assert not is_observation(
+        OH_TASK, OH_SYSTEM
+    )  # its example quotes a result, mid-text, after the system prompt
+    assert not is_observation({"role": "user", "content": "Look at the EXECUTION RESULT of [x]: above"}, view)
+    assert not is_observation(result, OH_SYSTEM)
+
+
+def test_text_call_reads_openhands_functions_and_falls_back_to_the_fenced_command():
+    view = _oh_call("Look.", "str_replace_editor", command="view", path="/workspace/app/models.py")
+    assert text_call(view["content"]) == (
+        "str_replace_editor",
+        {"command": "view", "path": "/workspace/app/models.py"},
+    )
+    multi = _oh_call("Run.", "execute_bash", command="cd /workspace &&\npython -m pytest -q")
+    assert text_call(multi["content"]) == (
+        "execute_bash",
+        {"command": "cd /workspace &&\npython -m pytest -q"},
+    )
+    unclosed = "Run it.\n<function=execute_bash>\n<parameter=command>ls</parameter>\n"  # the stop word ate it
+    assert text_call(unclosed) == ("execute_bash", {"command": "ls"})
+    assert text_call(ACTION["content"]) == ("bash", {"command": "open setup.py"})
+    assert text_call("no command here") is None
+    assert text_call("<function=x>" * 50_000 + "<parameter=a>" * 20_000) is None  # only the tail is read
+    assert text_call("<function=x>\n" * 50_000) == ("x", {})  # one pass: an unclosed call runs to the end
+
+
+def _oh_session(log: str, script: str) -> list[dict]:
+    return [
+        OH_SYSTEM,
+        OH_TASK,
+        _oh_call("Let me run the tests.", "execute_bash", command="python -m pytest tests/ -x"),
+        _oh_result("execute_bash", log),
+        _oh_call(
+            "Let me write the fix.",
+            "str_replace_editor",
+            command="create",
+            path="/workspace/fix.py",
+            file_text=script,
+        ),
+        _oh_result("str_replace_editor", "File created successfully at: /workspace/fix.py"),
+        _oh_call("Now run it.", "execute_bash", command="python /workspace/fix.py"),
+        _oh_result("execute_bash", "ok\n[Command finished with exit code 0]"),
+    ]
+
+
+def test_the_pilot_reads_an_openhands_text_session_as_calls_and_results():
+    """End to end through the facade: a long result is reduced and recallable byte for byte,
+    the task and its example untouched; an oversized parameter the agent wrote (a file's
+    text) is cut as a tool call's argument is, the call still readable, the whole message
+    recallable; the turns pair each action with its result."""
+    log = "\n".join(f"tests/test_app.py::test_case_{i} PASSED [{i % 100:3d}%]" for i in range(3000))
+    script = "\n".join(f"def helper_{i}(value):\n    return value * {i}" for i in range(400))
+    msgs = _oh_session(log, script)
+    tp = TokenPilot(lifecycle=False)
+    out = tp.prepare(msgs, session_id="oh").messages
+    assert out[1]["content"] == OH_TASK["content"]
+    assert (
+        out[3]["content"].startswith("EXECUTION RESULT of [execute_bash]:")
+        and len(out[3]["content"]) < len(log) // 4
+    )
+    aid = next(w.strip('.,)]"') for w in out[3]["content"].split() if "art_" in w)
+    aid = aid[aid.index("art_") :]
+    assert tp.recall(aid, session_id="oh").text == msgs[3]["content"]
+    cut = out[4]["content"]
+    assert len(cut) < len(script) // 2 and "tool-call argument truncated" in cut
+    name, args = text_call(cut)
+    assert (
+        name == "str_replace_editor" and args["path"] == "/workspace/fix.py" and args["command"] == "create"
+    )
+    whole = next(w for w in cut.replace('"', " ").split() if w.startswith("art_")).strip(".,)]")
+    assert tp.recall(whole, session_id="oh").text == msgs[4]["content"]
+    assert out[6] == msgs[6] and out[7] == msgs[7]  # small: as they came
+    records = [bundle_record(msgs, t) for t in segment_turns(msgs)]
+    assert [r.kind for r in records] == ["command", "write", "command"]
+    assert records[1].paths == ("/workspace/fix.py",)

@@ -27,9 +27,16 @@ def safe_image(part: Mapping[str, Any], ctx: PassContext, pipeline: Pipeline) ->
 
 
 def ingest_assistant(msg: Mapping[str, Any], *, pipeline: Pipeline, put: Callable[[str], str]) -> Ingested:
-    """The agent's own message: only oversized tool-call argument strings are cut."""
+    """The agent's own message: only oversized tool-call argument strings are cut, in its
+    tool calls or in a call it writes as text (OpenHands' `<function=…>` form, for a
+    model prompted for its tools in text)."""
     calls = msg.get("tool_calls")
-    if not calls or not pipeline.cfg.tool_arg_max_chars:
+    if not pipeline.cfg.tool_arg_max_chars:
+        return Ingested(dict(msg))
+    content = msg.get("content")
+    if not calls and isinstance(content, str) and len(content) > pipeline.cfg.tool_arg_max_chars:
+        return _ingest_text_call(msg, content, pipeline, put)
+    if not calls:
         return Ingested(dict(msg))
     new_calls = []
     changed = False
@@ -58,6 +65,22 @@ def ingest_assistant(msg: Mapping[str, Any], *, pipeline: Pipeline, put: Callabl
     frozen = dict(msg)
     frozen["tool_calls"] = new_calls
     return Ingested(frozen, aids[0], ("tool_arg_truncation",), note="")
+
+
+def _ingest_text_call(
+    msg: Mapping[str, Any], content: str, pipeline: Pipeline, put: Callable[[str], str]
+) -> Ingested:
+    """A tool call written as text with its oversized parameter values cut, the whole
+    message text stored first (its id in each cut's marker)."""
+    aid = artifact_id_for(content)
+    try:
+        out = pipeline.tool_args.apply_text_call(content, PassContext(tool_name="", artifact_id=aid))
+    except Exception:
+        out = content
+    if out is content or out == content:
+        return Ingested(dict(msg))
+    put(content)
+    return Ingested({**msg, "content": out}, aid, ("tool_arg_truncation",), note="")
 
 
 def ingest_user(msg: Mapping[str, Any], *, pipeline: Pipeline, put: Callable[[str], str]) -> Ingested:

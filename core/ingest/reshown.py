@@ -25,7 +25,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..messages.observations import OBSERVATION_TOOL, is_observation, text_action
+from ..messages.observations import OBSERVATION_TOOL, is_observation, text_call
 from ..messages.turns import call_name_args, content_text, parsed_args, tool_calls_of
 from ..passes.folding import MARKER_WORTH, marker_line, original_lines
 
@@ -73,8 +73,8 @@ def shown_label(msg: Any, previous: Any, call: tuple[str, Mapping[str, Any]] | N
     if msg.get("role") == "tool":
         return output_label(*call) if call else str(msg.get("name") or "a tool")
     if msg.get("role") == "user" and isinstance(previous, Mapping) and is_observation(msg, previous):
-        action = text_action(content_text(previous.get("content")))
-        return output_label(OBSERVATION_TOOL, {"command": action} if action else {})
+        action = text_call(content_text(previous.get("content")))
+        return output_label(*action) if action else output_label(OBSERVATION_TOOL, {})
     return None
 
 

@@ -61,7 +61,7 @@ from ..messages.call_kinds import (
     shell_action,
     shell_command,
 )
-from ..messages.observations import OBSERVATION_TOOL, closing_action, is_observation, text_action
+from ..messages.observations import closing_action, is_observation, text_call
 from ..messages.turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
 from ..tokens import message_tokens
 from .segment_rules import SegmentRules as SegmentRules  # re-exported: the rules' settings
@@ -119,12 +119,12 @@ def bundle_record(messages: Sequence[Message], turn: Turn) -> BundleRecord:
             results.append(text[:_MAX_RESULT_SCAN])
         else:
             user_texts.append(text)
-    if not calls and results:  # a text action: the command is the last fenced block
-        action = text_action(intent[-1] if intent else "")
+    if not calls and results:  # a text action: the call is written in the assistant's words
+        action = text_call(intent[-1] if intent else "")
         if action:
-            raw = canonical_json({"command": action})
-            calls.append((OBSERVATION_TOOL, {"command": action}, raw))
-            intent.append(action)
+            raw = canonical_json(action[1])
+            calls.append((action[0], action[1], raw))
+            intent.append(raw)
     kinds = {call_kind(n, a) for n, a, _ in calls}
     kind = kinds.pop() if len(kinds) == 1 else ("command" if kinds else "none")
     paths_set: set[str] = set()

@@ -10,7 +10,7 @@ from typing import Any
 
 from .._canonical import canonical_json
 from ..ingest.reshown import RESHOWN_NOTE, OutputsBefore, expand_in_context
-from ..messages.observations import is_observation, text_action
+from ..messages.observations import OBSERVATION_TOOL, is_observation, text_call
 from ..messages.turns import Turn, call_name_args, content_text, parsed_args, tool_calls_of
 
 Message = Mapping[str, Any]
@@ -56,9 +56,12 @@ def describe_turn(messages: Sequence[Message], turn: Turn) -> str:
     parts = [describe_call(c) for k in range(turn.start, turn.end) for c in tool_calls_of(messages[k])]
     if not parts:  # a text-action agent: the command is in the assistant's words
         k = assistant_index(messages, turn)
-        action = text_action(content_text(messages[k].get("content"))) if k < turn.end else None
+        action = text_call(content_text(messages[k].get("content"))) if k < turn.end else None
         if action:
-            parts.append(f"`{_clean(action, 60)}`")
+            name, args = action
+            call = {"function": {"name": name, "arguments": canonical_json(args)}}
+            fenced = name == OBSERVATION_TOOL and isinstance(args.get("command"), str)
+            parts.append(f"`{_clean(args['command'], 60)}`" if fenced else describe_call(call))
     return ", ".join(parts) or "turn"
 
 

@@ -50,6 +50,11 @@ MARKERS: tuple[ObservationMarker, ...] = (
         "returncode",
         re.compile(r"\A\s*<returncode>-?\d+</returncode>\s*(?:<output>|<warning>|<output_head>)"),
     ),
+    # OpenHands with a model it prompts for tools in text (`fn_call_converter`): a tool's
+    # result comes back as a user message that starts `EXECUTION RESULT of [<tool>]:`.
+    ObservationMarker(
+        "openhands", "execution result", re.compile(r"\AEXECUTION RESULT of \[[^\]\n]{1,80}\]:")
+    ),
 )
 
 _MAX_SCAN = 400  # the markers sit at the start or the end: scan only there (linear, bounded)
@@ -110,10 +115,44 @@ def closing_action(tool: str, command: str) -> bool:
 
 
 _FENCE = re.compile(r"```[a-zA-Z_]*\n(.*?)```", re.DOTALL)
+# OpenHands' text form of a tool call: `<function=NAME>` then `<parameter=KEY>VALUE</parameter>`
+# lines, then `</function>` (a model may stop before writing it: its converter adds it).
+_FUNCTION = re.compile(r"<function=([^>\n]{1,80})>(.*?)(?:</function>|\Z)", re.DOTALL)
+_PARAMETER = re.compile(r"<parameter=([^>\n]{1,80})>(.*?)</parameter>", re.DOTALL)
+_SCAN = 20_000  # the action ends the message: read only its tail (bounded)
 
 
 def text_action(text: str) -> str | None:
     """The command of a text action: the last fenced block of the assistant's message
     (SWE-agent's and mini-swe-agent's formats both end the thought with it)."""
-    blocks = _FENCE.findall(text[-20_000:]) if text else []
+    blocks = _FENCE.findall(text[-_SCAN:]) if text else []
     return blocks[-1].strip() or None if blocks else None
+
+
+def text_call_spans(text: str) -> list[tuple[int, int]]:
+    """Where the parameter values of the last OpenHands `<function=…>` block of `text` sit
+    (start, end offsets), so that an oversized one can be cut as a tool call's argument is;
+    empty when the text writes no such call."""
+    start = max(len(text) - _SCAN, 0)
+    if "<function=" not in text[start:]:
+        return []
+    blocks = list(_FUNCTION.finditer(text, start))
+    if not blocks:
+        return []
+    body = blocks[-1]
+    return [(m.start(2), m.end(2)) for m in _PARAMETER.finditer(text, body.start(2), body.end(2))]
+
+
+def text_call(text: str) -> tuple[str, dict[str, str]] | None:
+    """The tool call of a text action, as (tool, arguments): OpenHands' last
+    `<function=…>` block (its parameters, stripped as its converter strips them), else the
+    last fenced block as a shell command (`OBSERVATION_TOOL`); None when there is none."""
+    tail = text[-_SCAN:] if text else ""
+    if "<function=" in tail:
+        blocks = list(_FUNCTION.finditer(tail))
+        if blocks:
+            found = blocks[-1]
+            params = {k.strip(): v.strip() for k, v in _PARAMETER.findall(found.group(2))}
+            return found.group(1).strip(), params
+    action = text_action(text)
+    return (OBSERVATION_TOOL, {"command": action}) if action else None

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..messages.observations import text_call_spans
 from .base import JSON, PREVIEW_HEAD, PREVIEW_TAIL, PassContext, preview
 
 __all__ = ["ToolArgTruncation"]
@@ -69,6 +70,29 @@ class ToolArgTruncation:
     def apply(self, text: str, ctx: PassContext) -> str:
         """Same as `apply_arguments`: the text of a tool call's `arguments` is JSON."""
         return self.apply_arguments(text, ctx)
+
+    def apply_text_call(self, text: str, ctx: PassContext) -> str:
+        """An assistant text that writes its tool call (OpenHands' `<function=…>` form,
+        `messages.observations.text_call_spans`) with each parameter value longer than
+        `max_chars` previewed as an argument is; the input object itself when none is."""
+        if len(text) <= self.max_chars:
+            return text
+        out, last = [], 0
+        for start, end in text_call_spans(text):
+            if end - start <= self.max_chars:
+                continue
+            value = text[start:end]
+            short = preview(
+                value,
+                head=max(0, self.head),
+                tail=max(0, self.tail),
+                artifact_id=ctx.artifact_id,
+                what="tool-call argument truncated",
+            )
+            if short != value:
+                out += [text[last:start], short]
+                last = end
+        return "".join([*out, text[last:]]) if out else text
 
     def apply_arguments(self, arguments_json: str, ctx: PassContext) -> str:
         """The arguments JSON with long strings previewed, or the input object itself."""
