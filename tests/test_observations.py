@@ -167,8 +167,9 @@ def test_text_call_reads_openhands_functions_and_falls_back_to_the_fenced_comman
     assert text_call(unclosed) == ("execute_bash", {"command": "ls"})
     assert text_call(ACTION["content"]) == ("bash", {"command": "open setup.py"})
     assert text_call("no command here") is None
-    assert text_call("<function=x>" * 50_000 + "<parameter=a>" * 20_000) is None  # only the tail is read
-    assert text_call("<function=x>\n" * 50_000) == ("x", {})  # one pass: an unclosed call runs to the end
+    # hostile: one linear pass (the first block, as OpenHands' parser reads it; unclosed runs to the end)
+    assert text_call("<function=x>" * 50_000 + "<parameter=a>" * 20_000) == ("x", {})
+    assert text_call("<function=\n" * 100_000) is None
 
 
 def _oh_session(log: str, script: str) -> list[dict]:
@@ -196,7 +197,7 @@ def test_the_pilot_reads_an_openhands_text_session_as_calls_and_results():
     text) is cut as a tool call's argument is, the call still readable, the whole message
     recallable; the turns pair each action with its result."""
     log = "\n".join(f"tests/test_app.py::test_case_{i} PASSED [{i % 100:3d}%]" for i in range(3000))
-    script = "\n".join(f"def helper_{i}(value):\n    return value * {i}" for i in range(400))
+    script = "\n".join(f"def helper_{i}(value):\n    return value * {i}" for i in range(1000))  # ~40 KB
     msgs = _oh_session(log, script)
     tp = TokenPilot(lifecycle=False)
     out = tp.prepare(msgs, session_id="oh").messages

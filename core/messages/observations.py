@@ -118,7 +118,8 @@ _FENCE = re.compile(r"```[a-zA-Z_]*\n(.*?)```", re.DOTALL)
 # OpenHands' text form of a tool call: `<function=NAME>` then `<parameter=KEY>VALUE</parameter>`
 # lines, then `</function>` (a model may stop before writing it: its converter adds it).
 _FUNCTION = re.compile(r"<function=([^>\n]{1,80})>(.*?)(?:</function>|\Z)", re.DOTALL)
-_PARAMETER = re.compile(r"<parameter=([^>\n]{1,80})>(.*?)</parameter>", re.DOTALL)
+_PARAMETER_OPEN = re.compile(r"<parameter=([^>\n]{1,80})>")
+_PARAMETER_CLOSE = "</parameter>"
 _SCAN = 20_000  # the action ends the message: read only its tail (bounded)
 
 
@@ -129,30 +130,42 @@ def text_action(text: str) -> str | None:
     return blocks[-1].strip() or None if blocks else None
 
 
+def _function_block(text: str) -> re.Match[str] | None:
+    """The `<function=…>` block OpenHands' own parser reads: the first (it allows one call
+    per message). One linear pass, however long the text."""
+    return _FUNCTION.search(text) if text and "<function=" in text else None
+
+
+def _parameters(text: str, block: re.Match[str]) -> list[tuple[str, int, int]]:
+    """(name, start, end) of each closed `<parameter=…>` value of a block, in one pass (a
+    value left open ends the list: searching each opening for a close that never comes
+    would read the rest of the text once per opening)."""
+    out: list[tuple[str, int, int]] = []
+    i, end = block.start(2), block.end(2)
+    while (m := _PARAMETER_OPEN.search(text, i, end)) is not None:
+        close = text.find(_PARAMETER_CLOSE, m.end(), end)
+        if close < 0:
+            break
+        out.append((m.group(1), m.end(), close))
+        i = close + len(_PARAMETER_CLOSE)
+    return out
+
+
 def text_call_spans(text: str) -> list[tuple[int, int]]:
-    """Where the parameter values of the last OpenHands `<function=…>` block of `text` sit
+    """Where the parameter values of the message's OpenHands `<function=…>` block sit
     (start, end offsets), so that an oversized one can be cut as a tool call's argument is;
     empty when the text writes no such call."""
-    start = max(len(text) - _SCAN, 0)
-    if "<function=" not in text[start:]:
-        return []
-    blocks = list(_FUNCTION.finditer(text, start))
-    if not blocks:
-        return []
-    body = blocks[-1]
-    return [(m.start(2), m.end(2)) for m in _PARAMETER.finditer(text, body.start(2), body.end(2))]
+    block = _function_block(text)
+    return [] if block is None else [(start, end) for _, start, end in _parameters(text, block)]
 
 
 def text_call(text: str) -> tuple[str, dict[str, str]] | None:
-    """The tool call of a text action, as (tool, arguments): OpenHands' last
-    `<function=…>` block (its parameters, stripped as its converter strips them), else the
-    last fenced block as a shell command (`OBSERVATION_TOOL`); None when there is none."""
-    tail = text[-_SCAN:] if text else ""
-    if "<function=" in tail:
-        blocks = list(_FUNCTION.finditer(tail))
-        if blocks:
-            found = blocks[-1]
-            params = {k.strip(): v.strip() for k, v in _PARAMETER.findall(found.group(2))}
-            return found.group(1).strip(), params
+    """The tool call of a text action, as (tool, arguments): OpenHands' `<function=…>`
+    block (its parameters, stripped as its converter strips them), else the last fenced
+    block as a shell command (`OBSERVATION_TOOL`); None when there is none."""
+    block = _function_block(text)
+    if block is not None:
+        params = {name.strip(): text[start:end].strip() for name, start, end in _parameters(text, block)}
+        return block.group(1).strip(), params
     action = text_action(text)
     return (OBSERVATION_TOOL, {"command": action}) if action else None
