@@ -6,8 +6,11 @@ recognised by the markers declared in `observations.py` and treated as environme
 from __future__ import annotations
 
 import json
+import re
 
 from conftest import shared_path
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tokenpilot import TokenPilot
 from tokenpilot.lifecycle.segments import bundle_record
@@ -221,3 +224,67 @@ def test_the_pilot_reads_an_openhands_text_session_as_calls_and_results():
     records = [bundle_record(msgs, t) for t in segment_turns(msgs)]
     assert [r.kind for r in records] == ["command", "write", "command"]
     assert records[1].paths == ("/workspace/fix.py",)
+
+
+_ART = re.compile(r"art_[0-9a-f]{24}")
+
+
+@st.composite
+def _oh_sessions(draw) -> list[dict]:
+    """OpenHands text sessions: calls with small or oversized parameters, results small,
+    long or repetitive, now and then the person's words."""
+    msgs = [OH_SYSTEM, OH_TASK]
+    for k in range(draw(st.integers(1, 8))):
+        size = draw(st.sampled_from([10, 300, 6000]))
+        if draw(st.booleans()):
+            text = "\n".join(f"line {i} of file_{k}.py" for i in range(size // 20 + 1))
+            msgs.append(
+                _oh_call(
+                    "Write it.",
+                    "str_replace_editor",
+                    command="create",
+                    path=f"/w/file_{k}.py",
+                    file_text=text,
+                )
+            )
+        else:
+            msgs.append(_oh_call("Run it.", "execute_bash", command=f"python run_{k}.py --n {size}"))
+        out = draw(
+            st.sampled_from(
+                ["ok", f"Traceback: boom at run_{k}.py:3", "\n".join(f"step {i} ok" for i in range(size))]
+            )
+        )
+        msgs.append(_oh_result("execute_bash", out))
+        if draw(st.integers(0, 4)) == 0:
+            msgs += [
+                {"role": "assistant", "content": "Done with this part."},
+                {"role": "user", "content": f"Now part {k}."},
+            ]
+    return msgs
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(_oh_sessions())
+def test_openhands_text_sessions_keep_the_invariants_end_to_end(msgs):
+    """Through the default facade, call by call: the stable prefix only grows except at a
+    counted break; every id a rendered message names recalls something; the person's words
+    and the task go as they came; every cut in an assistant message is recallable whole."""
+    tp = TokenPilot()
+    prev, breaks = None, 0
+    points = [i for i, m in enumerate(msgs) if m["role"] == "assistant"] + [len(msgs)]
+    for k in points:
+        p = tp.prepare(msgs[:k], session_id="oh")
+        cur = json.dumps({"tools": p.tools, "messages": p.stable_messages}, ensure_ascii=False)
+        if prev is not None and not cur.startswith(prev[:-2]):
+            breaks += 1
+        prev = cur
+        for m in p.messages:
+            for aid in _ART.findall(json.dumps(m.get("content"))):
+                assert tp.recall(aid, session_id="oh").found
+        sent = {json.dumps(m, sort_keys=True) for m in p.messages}
+        for m in msgs[:k]:
+            if m["role"] == "user" and not m["content"].startswith("EXECUTION RESULT of ["):
+                assert json.dumps(m, sort_keys=True) in sent  # the person's words, untouched
+    assert p.stats.prefix_breaks == breaks
