@@ -50,14 +50,18 @@ def result_to_openhands(text: str) -> str:
     return f"EXECUTION RESULT of [execute_bash]:\n{body}\n[Command finished with exit code {code}]"
 
 
+OPENHANDS_NAMES = {"bash": "execute_bash"}  # mini-swe-agent's shell under OpenHands' name
+
+
 def call_to_string(call: dict) -> str:
     """A tool call as OpenHands' converter writes it (`convert_tool_call_to_string`)."""
     fn = call.get("function") or {}
+    name = OPENHANDS_NAMES.get(fn.get("name"), fn.get("name"))
     try:
         args = json.loads(fn.get("arguments") or "{}")
     except ValueError:
         args = {}
-    out = f"<function={fn.get('name')}>\n"
+    out = f"<function={name}>\n"
     for key, value in args.items() if isinstance(args, dict) else ():
         multi = isinstance(value, str) and "\n" in value
         shown = json.dumps(value) if isinstance(value, list | dict) else f"{value}"
@@ -83,7 +87,9 @@ def rewrite(session: Session) -> Session:
         content = m.get("content") if isinstance(m.get("content"), str) else ""
         if m["role"] == "assistant" and m.get("tool_calls"):
             calls = m.pop("tool_calls")
-            names.update((c.get("id"), (c.get("function") or {}).get("name", "function")) for c in calls)
+            for c in calls:
+                name = (c.get("function") or {}).get("name", "function")
+                names[c.get("id")] = OPENHANDS_NAMES.get(name, name)
             m["content"] = (content + "\n\n" + "\n".join(call_to_string(c) for c in calls)).lstrip()
         elif m["role"] == "tool":
             name = names.get(m.get("tool_call_id"), m.get("name") or "function")

@@ -80,6 +80,9 @@ BULKY_TOOL_FAMILIES = frozenset(
             "list_directory",
             "google_web_search",
         ),
+        # and under OpenHands' (its shell, its Python cell, and the editor it shares with
+        # SWE-agent, whose `view` reads whole files)
+        *("execute_bash", "execute_ipython_cell", "str_replace_editor"),
     }
 )
 

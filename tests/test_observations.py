@@ -288,3 +288,25 @@ def test_openhands_text_sessions_keep_the_invariants_end_to_end(msgs):
             if m["role"] == "user" and not m["content"].startswith("EXECUTION RESULT of ["):
                 assert json.dumps(m, sort_keys=True) in sent  # the person's words, untouched
     assert p.stats.prefix_breaks == breaks
+
+
+def test_a_named_shell_call_in_text_brings_recall_at_its_first_result_a_fenced_one_does_not():
+    """With no tool list, the agent's first calls tell whether its outputs run large: a
+    call OpenHands wrote in text names its tool (`execute_bash`: a shell), so
+    `recall_artifact` joins at its first result, while the prefix is small; a fenced
+    command names none (short SWE-agent sessions that never store anything would pay the
+    tool's schema on every call)."""
+    oh = [
+        OH_SYSTEM,
+        OH_TASK,
+        _oh_call("Look.", "execute_bash", command="ls"),
+        _oh_result("execute_bash", "a.py"),
+    ]
+    tools = TokenPilot().prepare(oh, session_id="oh").tools
+    assert [t["function"]["name"] for t in tools] == ["recall_artifact"]
+    swe = [
+        {"role": "system", "content": "You are SWE-agent."},
+        {"role": "user", "content": "Fix it." + FOOTER},
+    ]
+    swe += [ACTION, {"role": "user", "content": "1:import re" + FOOTER}]
+    assert TokenPilot().prepare(swe, session_id="swe").tools == []

@@ -30,8 +30,8 @@ from ..ingest.reshown import ShownLines, shown_label
 from ..ingest.stabilize import tool_name
 from ..ingest.unstored import store_reason, unstored_form
 from ..messages.limits import nesting_exceeds
-from ..messages.model import check_message
-from ..messages.observations import OBSERVATION_TOOL, is_observation
+from ..messages.model import check_message, content_text
+from ..messages.observations import OBSERVATION_TOOL, is_observation, named_tool
 from ..passes.truncate import tool_family
 from ..pricing import Prices
 from ..store.protocol import Artifacts
@@ -88,8 +88,8 @@ class History:
                 s.entries.append(self._capped(s, self._passthrough_entry(msg), stored, store_errors))
                 self._noted(s)
                 continue
-            if cfg.recall_tool_from == "auto" and judge_calls and not s.recallable and msg.get("tool_calls"):
-                s.recallable = bulky(msg["tool_calls"])  # known from the calls when the tool list is not
+            if cfg.recall_tool_from == "auto" and judge_calls and not s.recallable:
+                s.recallable = _bulky_call(msg, history[i - 1] if i else None)
             entry = self._ingest(s, msg, stored, store_errors)
             if entry.artifact_id:
                 reduced += 1
@@ -425,6 +425,20 @@ class History:
             with s.lock:
                 s.recallable = True
         return (content if reduced else text), (got.artifact_id if reduced else None), got.passes
+
+
+def _bulky_call(msg: Mapping[str, Any], previous: Any) -> bool:
+    """Whether this message shows the agent calling a tool whose output runs large, known
+    from the calls when the tool list is not: its tool calls, or the first result of a
+    call it named in text (OpenHands' `<function=NAME>`; a fenced command names no tool,
+    and a guess of a shell there added the tool's schema to every call of short SWE-agent
+    sessions that never stored anything: swe_agent 0.914x -> 0.999x)."""
+    if msg.get("tool_calls"):
+        return bulky(msg["tool_calls"])
+    if msg.get("role") != "user" or not isinstance(previous, Mapping) or not is_observation(msg, previous):
+        return False
+    name = named_tool(content_text(previous.get("content")))
+    return name is not None and bulky([{"function": {"name": name}}])
 
 
 def bulky(tools: Any) -> bool:

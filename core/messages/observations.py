@@ -159,6 +159,13 @@ def text_call_spans(text: str) -> list[tuple[int, int]]:
     return [] if block is None else [(start, end) for _, start, end in _parameters(text, block)]
 
 
+def named_tool(text: str) -> str | None:
+    """The tool a text action names (OpenHands' `<function=NAME>`); None for a fenced
+    command, which names none."""
+    block = _function_block(text)
+    return block.group(1).strip() if block is not None else None
+
+
 def text_call(text: str) -> tuple[str, dict[str, str]] | None:
     """The tool call of a text action, as (tool, arguments): OpenHands' `<function=…>`
     block (its parameters, stripped as its converter strips them), else the last fenced
