@@ -142,7 +142,9 @@ def test_an_evicted_segment_is_searched_and_ranged_line_by_line_and_recalled_who
     stored = canonical_json(messages)
     aid = store.put("s", stored)
     hit = store.recall("s", aid, pattern=r"handler_17\b")
-    assert hit.text == "21: src/pkg/mod_17.py:17: def handler_17(request): ...\n" and "1 of 43 lines" in hit.note
+    assert (
+        hit.text == "21: src/pkg/mod_17.py:17: def handler_17(request): ...\n" and "1 of 43 lines" in hit.note
+    )
     head = store.recall("s", aid, start_line=1, end_line=3)
     assert head.text.splitlines() == [
         "[assistant] Looking for the handlers.",

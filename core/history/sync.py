@@ -428,16 +428,12 @@ class History:
 
 
 def _bulky_call(msg: Mapping[str, Any], previous: Any) -> bool:
-    """Whether this message shows the agent calling a tool whose output runs large, known
-    from the calls when the tool list is not: its tool calls, or the first result of a
-    call it named in text (OpenHands' `<function=NAME>`; a fenced command names no tool,
-    and a guess of a shell there added the tool's schema to every call of short SWE-agent
-    sessions that never stored anything: swe_agent 0.914x -> 0.999x)."""
+    """Does it show a call to a bulky tool: its tool calls, or the first result of a call
+    named in text (`<function=NAME>`; a fenced command names none: docs/frontier.md)."""
     if msg.get("tool_calls"):
         return bulky(msg["tool_calls"])
-    if msg.get("role") != "user" or not isinstance(previous, Mapping) or not is_observation(msg, previous):
-        return False
-    name = named_tool(content_text(previous.get("content")))
+    seen = msg.get("role") == "user" and isinstance(previous, Mapping) and is_observation(msg, previous)
+    name = named_tool(content_text(previous.get("content"))) if seen else None
     return name is not None and bulky([{"function": {"name": name}}])
 
 

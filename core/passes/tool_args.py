@@ -71,6 +71,16 @@ class ToolArgTruncation:
         """Same as `apply_arguments`: the text of a tool call's `arguments` is JSON."""
         return self.apply_arguments(text, ctx)
 
+    def _preview(self, value: str, ctx: PassContext) -> str:
+        """One long argument string as its head and tail around a marker naming the original."""
+        return preview(
+            value,
+            head=max(0, self.head),
+            tail=max(0, self.tail),
+            artifact_id=ctx.artifact_id,
+            what="tool-call argument truncated",
+        )
+
     def apply_text_call(self, text: str, ctx: PassContext) -> str:
         """An assistant text that writes its tool call (OpenHands' `<function=…>` form,
         `messages.observations.text_call_spans`) with each parameter value longer than
@@ -82,13 +92,7 @@ class ToolArgTruncation:
             if end - start <= self.max_chars:
                 continue
             value = text[start:end]
-            short = preview(
-                value,
-                head=max(0, self.head),
-                tail=max(0, self.tail),
-                artifact_id=ctx.artifact_id,
-                what="tool-call argument truncated",
-            )
+            short = self._preview(value, ctx)
             if short != value:
                 out += [text[last:start], short]
                 last = end
@@ -111,13 +115,7 @@ class ToolArgTruncation:
                     return str.__str__(value)
                 if isinstance(value, str):
                     if len(value) > self.max_chars:
-                        short = preview(
-                            value,
-                            head=max(0, self.head),
-                            tail=max(0, self.tail),
-                            artifact_id=ctx.artifact_id,
-                            what="tool-call argument truncated",
-                        )
+                        short = self._preview(value, ctx)
                         if short != value:
                             changed = True
                             value = short
