@@ -145,8 +145,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     console.print(
         "Next: tokenpilot bench PATH on your own transcripts (OpenAI chat JSON/JSONL, Claude Code,\n"
-        "Codex CLI, Gemini CLI, OpenClaw, SWE-agent, tau-bench); --wide for every column; --ablation for each\n"
-        "rule taken away; --live URL for a real endpoint.",
+        "Codex CLI, Gemini CLI, OpenClaw, OpenHands, SWE-agent, tau-bench); --wide for every column;\n"
+        "--ablation for each rule taken away; --live URL for a real endpoint.",
         highlight=False,
         markup=False,
     )

@@ -20,6 +20,7 @@ from . import (
     openai_chat,
     openclaw,
     openclaw_sqlite,
+    openhands,
     pinchbench,
     swe_agent,
     tau2,
@@ -56,6 +57,7 @@ FORMATS = (
     "tau2",
     "codex_cli",
     "gemini_cli",
+    "openhands",
 )
 
 
@@ -91,6 +93,8 @@ def _import(payload: Payload) -> list[Session]:
         return tau2.load(p, data)
     if fmt == "codex_cli":
         return codex_cli.load(p, data)
+    if fmt == "openhands":
+        return openhands.load(p, data)
     if fmt == "gemini_cli":
         if payload.kind == "jsonl":
             data = gemini_cli.from_lines([r for _, r in data if isinstance(r, dict)])

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import gemini_cli
+from . import gemini_cli, openhands
 from .model import TraceFormatError, UnrecognizedTrace
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -138,6 +138,8 @@ def classify_json(path: Path, obj: Any) -> str:
             return "tau2"
         if all(_is_message(m) for m in obj):
             return "mini_swe_agent" if _looks_mini_text_actions(obj) else "openai_chat"
+        if openhands.looks_like(obj):
+            return "openhands"
         raise UnrecognizedTrace(path, "JSON list of no known trace format")
     raise UnrecognizedTrace(path, f"JSON {type(obj).__name__} is not a trace")
 
