@@ -310,3 +310,26 @@ def test_a_named_shell_call_in_text_brings_recall_at_its_first_result_a_fenced_o
     ]
     swe += [ACTION, {"role": "user", "content": "1:import re" + FOOTER}]
     assert TokenPilot().prepare(swe, session_id="swe").tools == []
+
+
+def test_the_estimator_reads_an_observation_as_output_and_the_action_as_unfinished():
+    """The estimator's record of a text action's turn: the observation is a tool result,
+    not the person's words, and an action answered by its output is not the agent's final
+    answer (either would tell an estimator that the person spoke, or that the task ended)."""
+    from tokenpilot.estimator.view import turn_record
+
+    oh = [
+        OH_SYSTEM,
+        OH_TASK,
+        _oh_call("Run.", "execute_bash", command="ls"),
+        _oh_result("execute_bash", "a.py"),
+    ]
+    oh += [{"role": "assistant", "content": "All done: the test passes."}]
+    turns = segment_turns(oh[1:])
+    first, last = (turn_record(oh[1:], t, k) for k, t in enumerate(turns))
+    assert "a.py" not in first.user and any("a.py" in r for r in first.tool_results)
+    assert first.user.startswith("Here's a running example") and not first.final
+    assert last.final
+    swe = _text_session("1:import re\n")
+    rec = turn_record(swe, segment_turns(swe)[1], 1)
+    assert rec.user == "" and rec.tool_results and not rec.final

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..messages.observations import is_observation
 from ..messages.turns import Turn, call_name_args, content_text, tool_calls_of
 from ..registry import TaskRegistry
 from .refs import (
@@ -123,6 +124,8 @@ def turn_record(messages: Sequence[Mapping[str, Any]], turn: Turn, seq: int) -> 
             result_texts.append(text)
             if isinstance(m.get("tool_call_id"), str):
                 results[m["tool_call_id"]] = text
+        elif k > turn.start and is_observation(m, messages[k - 1]):
+            result_texts.append(text)  # a text-action agent's tool output, not the person's words (I5)
         elif role == "user" or text:
             users.append(text)
     user_text = "\n".join(u for u in users if u)
@@ -136,6 +139,7 @@ def turn_record(messages: Sequence[Mapping[str, Any]], turn: Turn, seq: int) -> 
             wrote.append(path)
     for r in result_texts:
         refs |= extract_refs(excerpt(r), identifiers=False)
+    acted = bool(calls or result_texts)  # a text action's output answers it: the turn did not end the task
     return TurnRecord(
         turn_id=turn.turn_id,
         seq=seq,
@@ -146,8 +150,8 @@ def turn_record(messages: Sequence[Mapping[str, Any]], turn: Turn, seq: int) -> 
         tool_results=tuple(excerpt(r) for r in result_texts),
         refs=tuple(sorted(refs)),
         wrote=tuple(wrote),
-        final=not calls and bool(assistant_text.strip()),
-        question=_closing_question(assistant_text) if not calls else "",
+        final=not acted and bool(assistant_text.strip()),
+        question=_closing_question(assistant_text) if not acted else "",
     )
 
 
