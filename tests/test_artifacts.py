@@ -153,3 +153,23 @@ def test_an_evicted_segment_is_searched_and_ranged_line_by_line_and_recalled_who
     ]
     whole = store.recall("s", aid)
     assert whole.text == stored and json.loads(whole.text) == messages and "all 43 lines" in whole.note
+
+
+def test_a_segment_with_malformed_messages_is_still_searched_not_raised_on():
+    """A message passed through malformed (lenient mode) keeps any shape in its archive:
+    a range or pattern over it reads what it can and never raises."""
+    import json
+
+    store = ArtifactStore()
+    odd = [
+        {"role": "user", "content": False},
+        {"role": "assistant", "content": None, "tool_calls": 5},
+        {"role": "tool", "tool_call_id": 7, "content": [True, {"type": "text", "text": "needle"}]},
+    ]
+    aid = store.put("s", json.dumps(odd))
+    hit = store.recall("s", aid, pattern="needle")
+    assert hit.found and "needle" in hit.text
+    assert store.recall("s", aid, start_line=1, end_line=2).text.splitlines() == [
+        "[user] False",
+        "[assistant]",
+    ]

@@ -379,11 +379,19 @@ def segment_lines(messages: Sequence[Mapping[str, Any]]) -> str:
     for m in messages:
         role = m["role"]
         head = f"[{role} {m['tool_call_id']}]" if role == "tool" and m.get("tool_call_id") else f"[{role}]"
-        body = content_text(m.get("content"))
+        content = m.get("content")  # a message passed through malformed keeps any shape
+        body = (
+            content_text(content)
+            if isinstance(content, str | list)
+            else ""
+            if content is None
+            else str(content)
+        )
         out.append(f"{head} {body}" if body and "\n" not in body else head)
         if body and "\n" in body:
             out.append(body)
-        for c in m.get("tool_calls") or ():
+        calls = m.get("tool_calls")
+        for c in calls if isinstance(calls, list) else ():
             fn = c.get("function") if isinstance(c, Mapping) else None
             if isinstance(fn, Mapping):
                 out.append(f"[call {c.get('id')}] {fn.get('name')} {fn.get('arguments')}")
