@@ -434,7 +434,7 @@ def _bulky_call(msg: Mapping[str, Any], previous: Any) -> bool:
         return bulky(msg["tool_calls"])
     seen = msg.get("role") == "user" and isinstance(previous, Mapping) and is_observation(msg, previous)
     name = named_tool(content_text(previous.get("content"))) if seen else None
-    return name is not None and bulky([{"function": {"name": name}}])
+    return name is not None and tool_family(name) in BULKY_TOOL_FAMILIES
 
 
 def bulky(tools: Any) -> bool:

@@ -39,9 +39,8 @@ def strip_markers(messages: list[Any]) -> tuple[list[Any], dict[int, tuple[Mark,
     marks: dict[int, tuple[Mark, ...]] = {}
     out = messages
     for i, m in enumerate(messages):
-        if type(m) is not dict:
-            if not isinstance(m, Mapping):
-                continue  # not a message: the checks downstream say so
+        if type(m) is not dict and not isinstance(m, Mapping):
+            continue  # not a message: the checks downstream say so
         content = m.get("content")
         found = MARKER_KEY in m
         if not found and type(content) is list:
