@@ -15,6 +15,7 @@ from strategies import TOOLS, call_points, session
 
 from tokenpilot import TokenPilot
 from tokenpilot.lifecycle.evict import validate_pairing
+from tokenpilot.lifecycle.schedule import LifecycleConfig
 from tokenpilot.messages.markers import MARKER_KEY, Mark, strip_markers, with_marks
 
 CC = {"type": "ephemeral"}
@@ -35,6 +36,12 @@ def _marked(msgs: list[dict], ttl: str | None = None) -> list[dict]:
         if isinstance(out[i].get("content"), list):
             out[i]["content"][-1][MARKER_KEY] = cc
     return out
+
+
+def _pilot() -> TokenPilot:
+    """The default facade with its estimator inline: two facades compared call by call must
+    not depend on when a background estimate lands."""
+    return TokenPilot(lifecycle=LifecycleConfig(schedule="inline"))
 
 
 def _unmarked(messages: list[dict]) -> list[dict]:
@@ -59,7 +66,7 @@ def _grep_session(n: int) -> list[dict]:
 
 def test_a_marker_that_moves_each_call_breaks_nothing_and_is_sent_where_the_caller_put_it():
     msgs = _grep_session(12)
-    tp, plain = TokenPilot(), TokenPilot()
+    tp, plain = _pilot(), _pilot()
     ids, prev = set(), None
     for k in call_points(msgs):
         sent = _marked(msgs[:k], ttl="1h")
@@ -88,7 +95,7 @@ def test_the_control_markers_read_as_content_rewrite_the_history_at_every_call(m
 
     monkeypatch.setattr(pilot, "strip_markers", lambda messages: (messages, {}))
     msgs = _grep_session(4)
-    tp = TokenPilot()
+    tp = _pilot()
     runs = [tp.prepare(_marked(msgs[:k]), TOOLS) for k in call_points(msgs)]
     assert len({p.stats.session_id for p in runs}) == 2
     assert runs[-1].stats.prefix_breaks == len(runs) - 2
@@ -131,10 +138,10 @@ def test_strip_passes_unmarked_messages_as_they_are():
 )
 @given(session(recalls=True), st.booleans())
 def test_markers_change_nothing_but_markers(msgs, at_message_level):
-    """Through the default facade, a session marked as a LiteLLM client marks it renders,
+    """Through the default facade (its estimator inline), a session marked as a LiteLLM client marks it renders,
     once the markers are off, exactly as the same session unmarked; no marker is sent
     that the caller did not send on that message, at most one per mark."""
-    tp, plain = TokenPilot(), TokenPilot()
+    tp, plain = _pilot(), _pilot()
     for k in call_points(msgs):
         sent = _marked(msgs[:k])
         if at_message_level:  # some clients mark the message itself
