@@ -157,9 +157,19 @@ def recall_risk_usd(
     (from the cache) plus the bundle's text (new) plus the model's short call for it."""
     if reuse <= 0 or not bundle_tokens:
         return 0.0
+    return _recall_risk(len(bundle_tokens), sum(bundle_tokens), prompt_tokens, reuse, prices, profile)
+
+
+def _recall_risk(
+    bundles: int, tokens: int, prompt_tokens: int, reuse: float, prices: Prices | None, profile: str
+) -> float:
+    """`recall_risk_usd` from the bundles' count and their tokens' sum: a cut's bundles are
+    a suffix of the plan's, so `best_cut` keeps both as running totals."""
+    if reuse <= 0 or not bundles:
+        return 0.0
     p = prices or Prices()
     trip = prompt_tokens * p.hit + RECALL_CALL_TOKENS * p.output
-    return reuse * sum(trip + n * p.write_price(profile) for n in bundle_tokens) / 1e6
+    return reuse * (bundles * trip + tokens * p.write_price(profile)) / 1e6
 
 
 def stub_tokens(stub: Mapping[str, Any]) -> int:
@@ -230,13 +240,16 @@ def best_cut(
     w = _Weights(segments, now, head_refill)
     # Per segment, the recalls a rule's retirement risks (one per reason): each segment's
     # list is made once, and a cut's bundles are those of the segments from it on.
-    risked = [
-        [_recalled_tokens(s, now.counts) // len(s.reasons)] * len(s.reasons) if s.reasons else []
-        for s in segments
-    ]
+    # risked_n[j], risked_tokens[j]: how many bundles the segments from j on risk, and their tokens.
+    risked_n = [0] * (len(segments) + 1)
+    risked_tokens = [0] * (len(segments) + 1)
     tasks_only = [True] * (len(segments) + 1)  # tasks_only[j]: no segment from j on retired by a rule
     for j in range(len(segments) - 1, -1, -1):
-        tasks_only[j] = tasks_only[j + 1] and not segments[j].reasons
+        s = segments[j]
+        per = _recalled_tokens(s, now.counts) // len(s.reasons) if s.reasons else 0
+        risked_n[j] = risked_n[j + 1] + len(s.reasons)
+        risked_tokens[j] = risked_tokens[j + 1] + per * len(s.reasons)
+        tasks_only[j] = tasks_only[j + 1] and not s.reasons
     best: tuple[float, Decision, int] | None = None
     first: tuple[Decision, int] | None = None
     for j, seg in enumerate(segments):
@@ -248,8 +261,7 @@ def best_cut(
         if recall_risk:
             # A bundle a rule retired may be wanted back (a task the estimator closed is
             # revived by name instead): each is priced as a recall, times how often one was.
-            bundles = [n for per in risked[j:] for n in per]
-            risk = recall_risk_usd(bundles, prompt, recall_risk, prices, profile)
+            risk = _recall_risk(risked_n[j], risked_tokens[j], prompt, recall_risk, prices, profile)
         whole_tasks = tasks_only[j]
         decision = should_evict(
             evicted, refill, calls, prices, profile, 0 if whole_tasks else min_tokens, risk
