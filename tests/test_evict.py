@@ -137,7 +137,7 @@ def test_a_retired_bundle_of_parallel_calls_names_each_result_with_its_own_recal
     assert json.loads(archive.data[ids["a.py"]]) == [msgs[4]]  # c1's result, wherever it stands
     assert json.loads(archive.data[ids["b.py"]]) == [msgs[3]]
     assert json.loads(archive.data[seg.artifact_id]) == msgs[2:5]  # and the whole bundle at once
-    assert content.startswith("[tokenpilot: evicted 2 tool result(s) not named for 8+ turns: read ")
+    assert content.startswith("[tokenpilot: evicted 2 tool result(s) not named for 5+ turns: read ")
 
 
 def test_live_shared_last_and_current_batch_are_kept():
@@ -363,3 +363,19 @@ def test_should_evict_weighs_the_recall_risk_with_the_re_prefill():
     risky = should_evict(20_000, 10_000, 10, risk_usd=margin * 1.01)
     assert not risky.evict and "recall risk" in risky.reason and risky.to_dict()["riskUsd"] > 0
     assert should_evict(20_000, 10_000, 10, risk_usd=margin * 0.99).evict
+
+
+def test_a_deferred_stale_stub_keeps_its_text_from_batch_to_batch() -> None:
+    """The count in a stale stub steps on 1, 2, 5 × 10^k, so the stub of a bundle the gate
+    keeps deferring is the same text at the next batch (its tokens are remembered by text)
+    and stays true ("at least")."""
+    from tokenpilot.lifecycle.stubs import segment_stub_text
+
+    def label(turns: int) -> str:
+        text = segment_stub_text([(f"stale output: not used for {turns} turns", "read a.py")], 3, 5, "art_x")
+        return text.split("not named for ")[1].split(" turns")[0]
+
+    assert [label(n) for n in (1, 4, 5, 9, 10, 19, 20, 49, 50, 117, 199, 200, 999, 1000)] == [
+        "1+", "2+", "5+", "5+", "10+", "10+", "20+", "20+", "50+", "100+", "100+", "200+", "500+", "1000+",
+    ]  # fmt: skip
+    assert label(113) == label(117) == label(140)

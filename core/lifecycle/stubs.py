@@ -79,7 +79,7 @@ def segment_stub_text(
     for label, group in groups.items():
         if label == _STALE:
             turns = [int(m.group(1)) for reason, _ in group if (m := _STALE_TURNS.search(reason))]
-            label = f"not named for {min(turns)}+ turns" if turns else "not named for a while"
+            label = f"not named for {_round_down(min(turns))}+ turns" if turns else "not named for a while"
         parts.append((label, "; ".join(what for _, what in group)))
     n = outputs or len(items)
     if len(parts) == 1:  # one rule: said in the header
@@ -92,6 +92,18 @@ def segment_stub_text(
         f"[tokenpilot: {head}. "
         f'Messages {start}..{end - 1}; recall_artifact(artifact_id="{artifact_id}") returns them all]'
     )
+
+
+def _round_down(turns: int) -> int:
+    """`turns` down to 1, 2 or 5 times a power of ten. The stub of a stale bundle the gate
+    defers is made again at every batch while the bundle waits; a count that only steps
+    on these few values keeps its text (and its token count, which the gate reads) the
+    same from batch to batch. The "+" keeps it true."""
+    if turns < 1:
+        return turns
+    scale = 10 ** (len(str(turns)) - 1)
+    lead = turns // scale
+    return (5 if lead >= 5 else 2 if lead >= 2 else 1) * scale
 
 
 _STALE = "stale"
