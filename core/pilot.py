@@ -219,12 +219,26 @@ class TokenPilot:
                 return
             with s.lock:
                 apply()
+                self._plan_ahead(s)
 
         guard = self.estimate_guard
         if guard is None:
             locked()
         else:
             guard(session_id, locked)
+
+    @staticmethod
+    def _plan_ahead(s: Session) -> None:
+        """Plan a delivered result now, on the history the last call left (`apply_ready`),
+        so that the next call does not weigh the whole history first. A failure is logged
+        and leaves the plan as it was, as a failing plan at a call does."""
+        apply_ready = getattr(s.lifecycle, "apply_ready", None)
+        if apply_ready is None or not s.entries:
+            return
+        try:
+            apply_ready([e.frozen for e in s.entries])
+        except Exception as exc:  # eviction is an optimisation: never fail the agent
+            log.warning("tokenpilot: a delivered estimate could not be planned now: %s", exc)
 
     @property
     def session_ids(self) -> list[str]:

@@ -146,8 +146,9 @@ def test_round_robin_replicas_send_the_bytes_and_evict_at_the_calls_of_one_repli
 
 def test_a_batch_claimed_by_one_replica_is_not_run_again_by_the_other(redis_url, tmp_path):
     """No waiting: replica A's run is in flight while B serves the next calls. B sees the
-    claim in the shared state and skips the batch; A's result, delivered under the
-    session lock, is applied by B at its next call, as A would have applied it."""
+    claim in the shared state and skips the batch; A's result is delivered under the
+    session lock, on the newest shared state (B's calls), and planned there at once
+    (`Lifecycle.apply_ready`); B renders it at its next call and runs the batch that waited."""
     url = namespaced(redis_url)
     est_a, est_b = GatedEstimator(), CountingEstimator()
     a = replica(url, tmp_path / "a", est_a, cost_gate=False)
@@ -166,13 +167,13 @@ def test_a_batch_claimed_by_one_replica_is_not_run_again_by_the_other(redis_url,
     est_a.gate.set()
     assert a.pilot.session(SID).lifecycle.wait(60)
     shared = stored_lifecycle(url)
-    assert shared["job"] is None and len(shared["ready"]) == 1  # delivered into the shared state
-    assert shared["stats"]["estimator_runs"] == 1 and shared["stats"]["deltas_applied"] == 0
-    send(b, calls[n])  # B applies A's result, and runs the batch that waited
+    assert shared["job"] is None and shared["ready"] == []  # delivered into the shared state ...
+    assert shared["stats"]["estimator_runs"] == 1 and shared["stats"]["deltas_applied"] == 1  # ... planned
+    send(b, calls[n])  # B renders A's plan, and runs the batch that waited
     assert b.pilot.session(SID).lifecycle.wait(60) and est_b.runs == 1 and est_a.runs == 1
     after = stored_lifecycle(url)
-    assert after["stats"]["deltas_applied"] == 1 and after["stats"]["estimator_runs"] == 2
-    assert len(after["ready"]) == 1 and after["ready"][0]["upto"] > job["upto"]  # B's, newer
+    assert after["stats"]["deltas_applied"] == 2 and after["stats"]["estimator_runs"] == 2
+    assert after["ready"] == [] and after["job"] is None
 
 
 def stored_job(url: str) -> dict[str, Any] | None:
@@ -206,7 +207,8 @@ def test_a_claim_whose_lease_lapsed_is_taken_over_and_the_late_result_dropped(re
 
 def test_the_background_estimator_changes_state_only_under_the_session_lock(tmp_path):
     """Its result waits for the session's lock: a call in progress never sees the state
-    change under it, and the result joins at the next call."""
+    change under it; then the result is planned (`Lifecycle.apply_ready`) and the next
+    call renders it."""
     est = GatedEstimator()
     tp = TokenPilot(store=tmp_path / "store", estimator=est, lifecycle=LifecycleConfig(cost_gate=False))
     calls = session_calls(4)
@@ -225,7 +227,8 @@ def test_the_background_estimator_changes_state_only_under_the_session_lock(tmp_
         assert lc.to_dict() == before  # ... and nothing changed meanwhile
     assert lc.wait(60)
     state = lc.to_dict()
-    assert state["job"] is None and len(state["ready"]) == 1 and state["stats"]["estimator_runs"] == 1
+    assert state["job"] is None and state["ready"] == [] and state["stats"]["estimator_runs"] == 1
+    assert state["stats"]["deltas_applied"] == 1
 
 
 # ---------------------------------------------------------------------------

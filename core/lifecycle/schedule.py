@@ -11,7 +11,10 @@ the settings `lifecycle_config.py`.
   run at a time; `observe` never waits for it).
 - A finished estimator result is applied at the start of the next `view`: the
   registry validates it, `plan_eviction` plans, the cost gate decides, and the
-  new segments join the plan in one pass. The batch that triggered the run, every
+  new segments join the plan in one pass. A host that delivers background results
+  under the session's lock applies them then instead (`apply_ready`, on the history
+  the last call left), so the plan is made between calls, beside the agent, and the
+  next call only renders it; its tail rules join that pass. The batch that triggered the run, every
   later turn and the last turn stay. Between results the plan is constant, so
   consecutive renders extend each other byte for byte (invariant I1) and the
   cache breaks only at batch boundaries (I6).
@@ -145,6 +148,7 @@ class Lifecycle:
         self._generation = 0  # bumped by load_dict: results of older runs are dropped
         self._pending: tuple[Any, _Job, int] | None = None  # schedule "manual": the job to run
         self._job: _Job | None = None  # the background job claimed in the state, until delivered
+        self._unshown = False  # `apply_ready` changed the plan after the last view: the next one joins it
         self._inflight_id: str | None = None  # the job this instance's worker runs
         self.owner = uuid.uuid4().hex[:16]  # this instance, as a job's claimant
         # Runs `apply` (a finished background result) under the session's lock, on the
@@ -361,12 +365,33 @@ class Lifecycle:
             if self._plan.segments:
                 self._plan.follow_rewrite(messages)
             version = self._plan.version
-            if self._ready:
-                ready, self._ready = self._ready, []
-                self._plan.apply(messages, Batch(ready, self.registry, self._calls, self.head_refill_tokens))
+            self._apply(messages)
             if self.config.batch_turns is not None:  # in the same pass as the batch's, if any
-                self._plan.tail(messages, joins=self._plan.version != version)
+                self._plan.tail(messages, joins=self._plan.version != version or self._unshown)
+            self._unshown = False
             return self._plan.render_plan()
+
+    def apply_ready(self, messages: Sequence[Message]) -> None:
+        """Apply a finished estimator result now, on `messages`: the session's managed
+        history as its last call left it (the history the result was made for, or one
+        the agent has extended since). For a host that delivers background results under
+        the session's lock between calls: the batch's plan (the whole history weighed
+        once) is made there, beside the agent, and not at the start of the next call,
+        which then only renders it, its tail rules in the same pass (one break)."""
+        with self._lock:
+            if not self._ready:
+                return
+            if self._plan.segments:
+                self._plan.follow_rewrite(messages)
+            version = self._plan.version
+            self._apply(messages)
+            self._unshown = self._unshown or self._plan.version != version
+
+    def _apply(self, messages: Sequence[Message]) -> None:
+        """The finished results, applied in one pass (the caller holds the lock)."""
+        if self._ready:
+            ready, self._ready = self._ready, []
+            self._plan.apply(messages, Batch(ready, self.registry, self._calls, self.head_refill_tokens))
 
     def dropped(self) -> frozenset[int]:
         """Indices of the managed history the current plan hides (no pending result applied)."""
@@ -397,6 +422,7 @@ class Lifecycle:
                 "segments": self._plan.segment_exports(),
                 "planVersion": self._plan.version,
                 "tailMark": self._plan.tail_mark,
+                "unshown": self._unshown,
                 "stats": {**self.stats, "gate_decisions": list(self.stats["gate_decisions"])},
             }
 
@@ -421,6 +447,7 @@ class Lifecycle:
             self._plan.load(segments, int(d["planVersion"]))
             mark = d.get("tailMark")  # a state saved before tail rules: they start from the next call
             self._plan.tail_mark = int(mark) if mark is not None else None
+            self._unshown = bool(d.get("unshown", False))
             self.stats = {**_new_stats(), **dict(d["stats"])}
             self.stats["gate_decisions"] = list(self.stats["gate_decisions"])
 
