@@ -152,6 +152,12 @@ def context_window(model: str | None) -> int | None:
     return int(window) if isinstance(window, int) and window > 0 else None
 
 
+def warm() -> None:
+    """Load `genai-prices` and its table now (about 0.1 s, once per process): a proxy does
+    at start, so that its first call does not pay for it."""
+    _listed("gpt-4o")
+
+
 def sendable_saving(saved: int, sent: int, model: str | None) -> int:
     """The tokens a call kept out of its prompt that could really have been sent: a request
     over the model's context window would have been refused, not billed, so what exceeds

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from tokenpilot import model_prices
 from tokenpilot_proxy.app import Proxy
 from tokenpilot_proxy.connections import (
     AcceptErrorLog,
@@ -172,6 +173,7 @@ class RunningProxy:
 
     async def start(self) -> RunningProxy:
         self.proxy.resolve_secrets()  # fail before binding when a secret is missing
+        await asyncio.to_thread(model_prices.warm)  # the price table, not at the first call
         s = self.settings
         # aiohttp's keep-alive timer runs from a connection's start and from each answer:
         # a client silent that long (no request, half a header, idle) is closed
