@@ -8,7 +8,11 @@ body: the work any client or proxy does anyway. The table gives the p50 (and p90
 both per band of history length, and their ratio. Without the shared corpus a synthetic
 session of tool calls stands in.
 
-    .venv/bin/python benchmarks/bench_prepare_growth.py [--max 2400] [--profile out.prof]
+`--gap-ms`: the time between calls, untimed (default 0, calls back to back). An agent waits
+for its model between calls (seconds); the background estimator's run and its batch plan
+(made when the result is delivered) happen there. Back to back, the next call waits for them.
+
+    .venv/bin/python benchmarks/bench_prepare_growth.py [--max 2400] [--gap-ms 0] [--profile out.prof]
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ def calls(msgs: list[dict[str, Any]]) -> list[int]:
     return [i for i, m in enumerate(msgs) if i > 0 and m.get("role") == "assistant"] + [len(msgs)]
 
 
-def run(max_messages: int, profile: str | None) -> None:
+def run(max_messages: int, profile: str | None, gap_ms: float = 0.0) -> None:
     msgs, tools, source = session(max_messages)
     tp = TokenPilot(lifecycle=False) if os.environ.get("BENCH_NO_LIFECYCLE") else TokenPilot()
     rows: list[tuple[int, float, float]] = []
@@ -106,9 +110,12 @@ def run(max_messages: int, profile: str | None) -> None:
             prof.disable()
         t2 = time.perf_counter()
         rows.append((n, (t2 - t1) * 1e3, (t1 - t0) * 1e3))
+        if gap_ms:
+            time.sleep(gap_ms / 1e3)
     if prof is not None:
         prof.dump_stats(profile)
-    table = Table(title=f"prepare, call by call, against the client's JSON work ({source})")
+    gap = f", {gap_ms:g} ms between calls" if gap_ms else ", calls back to back"
+    table = Table(title=f"prepare, call by call, against the client's JSON work ({source}{gap})")
     for col in ("history", "calls", "prepare p50 ms", "p90 ms", "JSON p50 ms", "ratio p50"):
         table.add_column(col, justify="right")
     for lo, hi in BANDS:
@@ -133,8 +140,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max", type=int, default=2400, help="messages at the session's end")
     ap.add_argument("--profile", help="cProfile the last band's calls into this file")
+    ap.add_argument(
+        "--gap-ms", type=float, default=0.0, help="untimed pause between calls (the model's turn)"
+    )
     args = ap.parse_args()
-    run(args.max, args.profile)
+    run(args.max, args.profile, args.gap_ms)
 
 
 if __name__ == "__main__":
