@@ -8,6 +8,8 @@ import tempfile
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from replay_checks import check_breaks_and_stubs
+from replay_checks import stable_bytes as _bytes
 from strategies import TOOLS, call_points, session
 
 from tokenpilot import TokenPilot
@@ -22,10 +24,6 @@ SETTINGS = settings(
     max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 _ART = re.compile(r"art_[0-9a-f]{24}")
-
-
-def _bytes(p) -> str:
-    return json.dumps({"tools": p.tools, "messages": p.stable_messages}, ensure_ascii=False)
 
 
 def _replay(tp: TokenPilot, msgs: list[dict], sid: str = "s"):
@@ -156,23 +154,7 @@ def test_i1_i6_prefix_breaks_only_at_evictions_and_evicted_content_recoverable(m
     changes; each such break is counted and said to be an eviction; stubs recall exactly,
     and each per-bundle id in a stub recalls that bundle (the window rule's too)."""
     tp = _evicting(1, windowed)
-    prev, breaks = None, 0
-    for p in _replay(tp, msgs):
-        cur = _bytes(p)
-        if prev is not None and not cur.startswith(prev[:-2]):
-            breaks += 1
-            assert p.stats.prefix_break == "eviction"
-        elif prev is not None:
-            assert p.stats.prefix_break is None
-        prev = cur
-        for m in p.messages:
-            if isinstance(m.get("content"), str) and m["content"].startswith("[tokenpilot: evicted"):
-                for aid in _ART.findall(m["content"]):
-                    evicted = json.loads(tp.recall(aid, session_id="s").text)
-                    assert isinstance(evicted, list) and evicted
-                    for e in evicted:  # the original, or its reduced form pointing at the original
-                        assert e in msgs or _ART.search(canonical_json(e))
-    assert p.stats.prefix_breaks == breaks
+    check_breaks_and_stubs(tp, _replay(tp, msgs), msgs)
 
 
 @SETTINGS

@@ -6,20 +6,16 @@ pass (the tail rules of the next call join it), every stub recalls, every reques
 
 from __future__ import annotations
 
-import json
-import re
-
 from hypothesis import HealthCheck, given, settings
+from replay_checks import check_breaks_and_stubs
 from strategies import TOOLS, call_points, session
 
 from tokenpilot import TokenPilot
-from tokenpilot._canonical import canonical_json
 from tokenpilot.lifecycle import plan as plan_module
 from tokenpilot.lifecycle.evict import validate_pairing
 from tokenpilot.lifecycle.schedule import LifecycleConfig
 from tokenpilot.lifecycle.segments import WindowRule
 
-_ART = re.compile(r"art_[0-9a-f]{24}")
 SETTINGS = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
@@ -30,10 +26,6 @@ def _background(windowed: bool = False) -> TokenPilot:
     return TokenPilot(
         lifecycle=LifecycleConfig(batch_turns=1, schedule="background", cost_gate=False, window=window)
     )
-
-
-def _bytes(p) -> str:
-    return json.dumps({"tools": p.tools, "messages": p.stable_messages}, ensure_ascii=False)
 
 
 def _replay_waiting(tp: TokenPilot, msgs: list[dict], sid: str = "s") -> list:
@@ -49,24 +41,10 @@ def _replay_waiting(tp: TokenPilot, msgs: list[dict], sid: str = "s") -> list:
 @given(session(recalls=True))
 def test_planned_on_delivery_the_invariants_hold(msgs):
     tp = _background(windowed=len(msgs) % 2 == 0)
-    prev, breaks = None, 0
-    for p in _replay_waiting(tp, msgs):
-        cur = _bytes(p)
-        if prev is not None and not cur.startswith(prev[:-2]):
-            breaks += 1
-            assert p.stats.prefix_break == "eviction"
-        elif prev is not None:
-            assert p.stats.prefix_break is None
-        prev = cur
+    preps = _replay_waiting(tp, msgs)
+    check_breaks_and_stubs(tp, preps, msgs)
+    for p in preps:
         assert validate_pairing(p.messages) == []
-        for m in p.messages:
-            if isinstance(m.get("content"), str) and m["content"].startswith("[tokenpilot: evicted"):
-                for aid in _ART.findall(m["content"]):
-                    evicted = json.loads(tp.recall(aid, session_id="s").text)
-                    assert isinstance(evicted, list) and evicted
-                    for e in evicted:
-                        assert e in msgs or _ART.search(canonical_json(e))
-    assert p.stats.prefix_breaks == breaks
 
 
 def _long_session(turns: int = 12) -> list[dict]:
