@@ -14,8 +14,8 @@ the settings `lifecycle_config.py`.
   new segments join the plan in one pass. A host that delivers background results
   under the session's lock applies them then instead (`apply_ready`, on the history
   the last call left), so the plan is made between calls, beside the agent, and the
-  next call only renders it; its tail rules join that pass. The batch that triggered the run, every
-  later turn and the last turn stay. Between results the plan is constant, so
+  next call only renders it; its tail rules join that pass. The batch that
+  triggered the run, every later turn and the last turn stay. Between results the plan is constant, so
   consecutive renders extend each other byte for byte (invariant I1) and the
   cache breaks only at batch boundaries (I6).
 - The cost gate (`cost_gate=True`) defers an eviction that would cost more in
