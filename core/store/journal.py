@@ -31,6 +31,8 @@ with NUL is written with one more NUL in front, so no state is read back as a re
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
@@ -319,6 +321,29 @@ def _refs_in(v: Any, out: list[tuple[str, int]]) -> None:
             stack.extend(x)
 
 
+_REFS: OrderedDict[str, list[tuple[str, int]]] = OrderedDict()
+_REFS_MAX = 16_384  # chunks whose references are remembered, least recently used out
+_REFS_LOCK = threading.Lock()
+
+
+def _chunk_refs(d: str, parsed: Any) -> list[tuple[str, int]]:
+    """`_refs_in` of chunk `d`, remembered by digest: a digest names its chunk's text, so
+    its references never change, and a replica loading another's state walked every chunk
+    of it at every load to find them."""
+    with _REFS_LOCK:
+        hit = _REFS.get(d)
+        if hit is not None:
+            _REFS.move_to_end(d)
+            return hit
+    found: list[tuple[str, int]] = []
+    _refs_in(parsed, found)
+    with _REFS_LOCK:
+        _REFS[d] = found
+        while len(_REFS) > _REFS_MAX:
+            _REFS.popitem(last=False)
+    return found
+
+
 Fetch = Callable[[list[str]], Mapping[str, str]]
 
 
@@ -343,7 +368,7 @@ def _fetch_all(root: Any, fetch: Fetch) -> dict[str, Any]:
                 _CHUNKS.remember(d, text, parsed)
             got[d] = parsed
             if level == 0:
-                _refs_in(parsed, todo)
+                todo.extend(_chunk_refs(d, parsed))
             elif isinstance(parsed, list):
                 todo.extend((x, level - 1) for x in parsed if isinstance(x, str))
             else:
@@ -351,9 +376,12 @@ def _fetch_all(root: Any, fetch: Fetch) -> dict[str, Any]:
     return got
 
 
+_LEAVES = frozenset({str, int, float, bool, type(None)})  # decoded as they are: no call per leaf
+
+
 def _decode(v: Any, got: Mapping[str, Any]) -> Any:
     if isinstance(v, list):
-        return [_decode(x, got) for x in v]
+        return [x if type(x) in _LEAVES else _decode(x, got) for x in v]
     if not isinstance(v, dict):
         return v
     if len(v) == 1:
@@ -370,7 +398,10 @@ def _decode(v: Any, got: Mapping[str, Any]) -> Any:
             for d in _decode(val, got):
                 merged.update(_decode(got[d], got))
             return merged
-    return {(k[1:] if k.startswith("\x00") else k): _decode(x, got) for k, x in v.items()}
+    return {
+        (k[1:] if k.startswith("\x00") else k): (x if type(x) in _LEAVES else _decode(x, got))
+        for k, x in v.items()
+    }
 
 
 def join(head: Mapping[str, Any], fetch: Fetch) -> tuple[dict[str, Any], set[str]]:
