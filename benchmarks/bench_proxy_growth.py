@@ -12,6 +12,12 @@ Two set-ups, each a fresh session:
   (started here from `redis-server` on PATH), the calls alternating between them, so
   every call loads the session another process saved.
 
+Beside the added latency, the proxy's own `prepare` per call, read off its `/metrics`
+(`tokenpilot_prepare_duration_seconds`, its sum before and after the call): the added
+latency compares two different upstream calls (the proxy sends a smaller body, which the
+fake upstream reads and compares sooner), so it can even go below zero; `prepare` is not
+all the proxy does (the body's parse, the state written through), but it is its own.
+
     .venv/bin/python benchmarks/bench_proxy_growth.py [--calls 100] [--max-kb 600] [--setups disk,redis]
 """
 
@@ -87,20 +93,39 @@ def serve(
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
 
 
+async def prepare_total(http: aiohttp.ClientSession, url: str) -> tuple[float, int]:
+    """(seconds, calls) of `prepare` so far in the proxy at `url`, from its /metrics."""
+    async with http.get(f"{url}/metrics") as r:
+        text = await r.text()
+    total, count = 0.0, 0
+    for line in text.splitlines():
+        if line.startswith("tokenpilot_prepare_duration_seconds_sum "):
+            total = float(line.split()[1])
+        elif line.startswith("tokenpilot_prepare_duration_seconds_count "):
+            count = int(float(line.split()[1]))
+    return total, count
+
+
 async def run_setup(
     name: str, upstream: str, urls: list[str], sent: list[bytes]
-) -> tuple[list[float], list[str]]:
+) -> tuple[list[float], list[str], list[float]]:
     added: list[float] = []
     errors: list[str] = []
+    prepared: list[float] = []  # the proxy's own prepare, per call
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as http:
         for i, body in enumerate(sent):
+            url = urls[i % len(urls)]
+            before = await prepare_total(http, url)
             direct = await timed(http, f"{upstream}/chat/completions", body)
-            via = await timed(http, f"{urls[i % len(urls)]}/v1/chat/completions", body)
+            via = await timed(http, f"{url}/v1/chat/completions", body)
             if isinstance(direct, str) or isinstance(via, str):
                 errors.append(str(via if isinstance(via, str) else direct))
                 continue
             added.append(via - direct)
-    return added, errors
+            after = await prepare_total(http, url)
+            if after[1] == before[1] + 1:
+                prepared.append(after[0] - before[0])
+    return added, errors, prepared
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -149,9 +174,9 @@ async def main_async(args: argparse.Namespace) -> int:
             urls = [f"http://127.0.0.1:{p}" for p in ports]
             for u in urls:
                 await wait_ready(f"{u}/health")
-            added, errors = await run_setup(setup, upstream, urls, sent)
+            added, errors, prepared = await run_setup(setup, upstream, urls, sent)
             code |= bool(errors)
-            rows.append((setup, len(urls), added, errors))
+            rows.append((setup, len(urls), added, errors, prepared))
     finally:
         for p in procs:
             p.terminate()
@@ -163,11 +188,14 @@ async def main_async(args: argparse.Namespace) -> int:
     )
     head = (
         f"{'set-up':<8}{'replicas':>9}{'calls':>7}{'errors':>8}{'added p50 ms':>14}{'p90 ms':>9}{'p99 ms':>9}"
+        f"{'prepare p50 ms':>16}{'p90 ms':>9}{'p99 ms':>9}"
     )
     print(head + "\n" + "-" * len(head))
-    for setup, n, added, errors in rows:
+    for setup, n, added, errors, prepared in rows:
+        own = prepared or [float("nan")]
         print(
             f"{setup:<8}{n:>9}{len(added):>7}{len(errors):>8}{pct(added, 0.5):>14.1f}{pct(added, 0.9):>9.1f}{pct(added, 0.99):>9.1f}"
+            f"{pct(own, 0.5):>16.1f}{pct(own, 0.9):>9.1f}{pct(own, 0.99):>9.1f}"
         )
         for e in errors[:3]:
             print("  error:", e)
