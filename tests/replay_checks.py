@@ -7,10 +7,26 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from strategies import TOOLS
+
 from tokenpilot import TokenPilot
 from tokenpilot._canonical import canonical_json
+from tokenpilot.lifecycle.segments import WindowRule
 
 _ART = re.compile(r"art_[0-9a-f]{24}")
+
+# A window small enough to fire in short generated sessions (the default's 60k never would).
+SMALL_WINDOW = WindowRule(trigger_tokens=300, keep_calls=2)
+
+
+def replay_waiting(tp: TokenPilot, msgs: list[dict], points: Sequence[int], sid: str = "s") -> list[Any]:
+    """Prepare at each call point; between calls the background estimator finishes (and its
+    result is delivered), as it does while the agent waits for its model."""
+    out = []
+    for k in points:
+        out.append(tp.prepare(msgs[:k], TOOLS, session_id=sid))
+        tp.session(sid).lifecycle.wait()
+    return out
 
 
 def stable_bytes(p: Any) -> str:

@@ -13,6 +13,7 @@ import re
 from builders import Session
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from replay_checks import replay_waiting as replay_default
 from strategies import TOOLS, call_points, session
 
 from tokenpilot import TokenPilot
@@ -69,16 +70,6 @@ def transcript_scenario() -> Session:
         s.call("write", {"path": out, "content": "..."}, "ok")
         s.final(f"Wrote {out}.")
     return s
-
-
-def replay_default(tp: TokenPilot, msgs: list[dict], points: list[int], sid: str = "s") -> list:
-    """Prepare at each call point; between calls the background estimator finishes, as it
-    does while the agent waits for its model."""
-    out = []
-    for k in points:
-        out.append(tp.prepare(msgs[:k], TOOLS, session_id=sid))
-        tp.session(sid).lifecycle.wait()
-    return out
 
 
 def _text(messages: list[dict]) -> str:

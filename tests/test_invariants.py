@@ -8,7 +8,7 @@ import tempfile
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from replay_checks import check_breaks_and_stubs
+from replay_checks import SMALL_WINDOW, check_breaks_and_stubs
 from replay_checks import stable_bytes as _bytes
 from strategies import TOOLS, call_points, session
 
@@ -17,7 +17,6 @@ from tokenpilot._canonical import canonical_json
 from tokenpilot.ingest.reshown import RESHOWN_NOTE, expand_in_context
 from tokenpilot.lifecycle.evict import validate_pairing
 from tokenpilot.lifecycle.schedule import LifecycleConfig
-from tokenpilot.lifecycle.segments import WindowRule
 from tokenpilot.store.artifacts import ArtifactStore
 
 SETTINGS = settings(
@@ -32,10 +31,6 @@ def _replay(tp: TokenPilot, msgs: list[dict], sid: str = "s"):
 
 def _global() -> TokenPilot:
     return TokenPilot(lifecycle=False)
-
-
-# A window small enough to fire in these short sessions (the default's 60k never would).
-SMALL_WINDOW = WindowRule(trigger_tokens=300, keep_calls=2)
 
 
 def _evicting(b: int = 1, windowed: bool = False) -> TokenPilot:

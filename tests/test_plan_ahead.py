@@ -7,14 +7,13 @@ pass (the tail rules of the next call join it), every stub recalls, every reques
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
-from replay_checks import check_breaks_and_stubs
+from replay_checks import SMALL_WINDOW, check_breaks_and_stubs, replay_waiting
 from strategies import TOOLS, call_points, session
 
 from tokenpilot import TokenPilot
 from tokenpilot.lifecycle import plan as plan_module
 from tokenpilot.lifecycle.evict import validate_pairing
 from tokenpilot.lifecycle.schedule import LifecycleConfig
-from tokenpilot.lifecycle.segments import WindowRule
 
 SETTINGS = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -22,26 +21,17 @@ SETTINGS = settings(
 
 
 def _background(windowed: bool = False) -> TokenPilot:
-    window = WindowRule(trigger_tokens=300, keep_calls=2) if windowed else LifecycleConfig().window
+    window = SMALL_WINDOW if windowed else LifecycleConfig().window
     return TokenPilot(
         lifecycle=LifecycleConfig(batch_turns=1, schedule="background", cost_gate=False, window=window)
     )
-
-
-def _replay_waiting(tp: TokenPilot, msgs: list[dict], sid: str = "s") -> list:
-    """Each call, then the estimator's run and its delivery, as while the agent waits for its model."""
-    out = []
-    for k in call_points(msgs):
-        out.append(tp.prepare(msgs[:k], TOOLS, session_id=sid))
-        tp.session(sid).lifecycle.wait()
-    return out
 
 
 @SETTINGS
 @given(session(recalls=True))
 def test_planned_on_delivery_the_invariants_hold(msgs):
     tp = _background(windowed=len(msgs) % 2 == 0)
-    preps = _replay_waiting(tp, msgs)
+    preps = replay_waiting(tp, msgs, call_points(msgs))
     check_breaks_and_stubs(tp, preps, msgs)
     for p in preps:
         assert validate_pairing(p.messages) == []
