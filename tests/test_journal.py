@@ -234,6 +234,46 @@ def test_two_processes_taking_turns_read_each_others_states_and_write_only_what_
     assert max(sent[10:]) < full / 4, (sent, full)
 
 
+def test_a_stats_view_reads_each_head_and_only_the_chunks_its_fields_reach(make_store, monkeypatch):
+    """`load_states(fields)`: what `/metrics` and `/tokenpilot/stats` read of every stored
+    session. The fields come back as a whole read has them, and no chunk of a session's
+    history is read (it decoded every state whole, per scrape)."""
+    store = make_store()
+    version = 0
+    for sid in ("s", "t"):
+        version = store.save_state(sid, state(60, sid), expect=0 if store.shared else None)
+    whole = {d["id"]: d for _, d in make_store().load_states()}
+    asked: list[str] = []
+    if hasattr(store, "_r"):  # Redis: every chunk read is an HMGET on a journal key
+        real = store._r.hmget
+
+        def hmget(key, names, *args):
+            if ":j:" in (key.decode() if isinstance(key, bytes) else key):
+                asked.extend(names)
+            return real(key, names, *args)
+
+        reader = make_store()
+        monkeypatch.setattr(reader._r, "hmget", hmget)
+    else:  # disk: chunks come from the journal file, through one reader per head
+        from tokenpilot.store import state_files
+
+        real_reader = state_files._journal_reader
+
+        def journal_reader(path, length):
+            fetch = real_reader(path, length)
+            return lambda digests: (asked.extend(digests), fetch(digests))[1]
+
+        monkeypatch.setattr(state_files, "_journal_reader", journal_reader)
+        reader = make_store()
+    got = {d["id"]: d for _, d in reader.load_states(("stats",))}
+    assert got == {sid: {"id": sid, "stats": whole[sid]["stats"]} for sid in ("s", "t")}
+    head = json.loads(J.split(state(60)).head())
+    reach = J.reachable({J.META: {}, "stats": head["stats"]}, fetcher(J.split(state(60)).chunks))
+    history = set(J.split(state(60)).chunks) - reach
+    assert history and not history & set(asked), "a stats read fetched the history"
+    assert version
+
+
 def _written(store: Store) -> int:
     files = getattr(store, "files", None)
     return files.bytes_written if files is not None else store.bytes_written  # type: ignore[attr-defined]

@@ -139,7 +139,8 @@ def check_proxy(
 
 def saved_stats(state: Path) -> dict[str, Any]:
     """The proxy's per-session stats as its saved state holds them (the proxy being down)."""
-    sessions = {d["id"]: d.get("stats") or {} for d in StateDir(state).load_all()} if state.is_dir() else {}
+    stored = StateDir(state).load_all_versioned(("stats",)) if state.is_dir() else ()
+    sessions = {d["id"]: d.get("stats") or {} for _v, d in stored}
     totals: dict[str, Any] = {}
     for st in sessions.values():
         for k in ("calls", "errors", "prompt_tokens", "cached_tokens", "tokens_saved", "prefix_breaks"):

@@ -28,6 +28,10 @@ from tokenpilot_proxy.sessions import SessionStats, derived_owner, merge_stats, 
 
 log = logging.getLogger("tokenpilot.openclaw")
 
+STATS_FIELDS = ("id", "stats")
+"""What a stats view reads of each stored state: its counters sit in the head, so a scrape
+reads no session's history (it decoded every state whole, O(the fleet's state) per scrape)."""
+
 
 class SessionKeeper:
     """Sessions' stats and state, kept in step with the state store (module docstring)."""
@@ -400,7 +404,7 @@ class SessionKeeper:
             return dict(self.stats)
         out: dict[str, SessionStats] = {}
         try:
-            for _version, data in self.state.load_states():
+            for _version, data in self.state.load_states(STATS_FIELDS):
                 sid = data.get("id")
                 if not isinstance(sid, str):
                     continue

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -161,16 +161,14 @@ class DiskStore:
             self.files.save(session_id, data, current + 1)
             return current + 1
 
-    def load_states(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Every stored session. Shared: read without the lock (a listing), each version
-        before its state, so a version is never newer than the state it comes with."""
+    def load_states(self, fields: Collection[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every stored session (`fields`: only those top-level keys, and "id"). Shared: read
+        without the lock (a listing), each version before its state, so a version is never
+        newer than the state it comes with."""
         if self.files is None:
             return
-        if self.shared:
-            yield from self.files.load_all_versioned()
-            return
-        for data in self.files.load_all():
-            yield self._versions.setdefault(data["id"], 1), data
+        for version, data in self.files.load_all_versioned(fields):
+            yield (version if self.shared else self._versions.setdefault(data["id"], 1)), data
 
     def session_lock(self, session_id: str) -> threading.RLock | FileLock:
         """A thread lock; with `shared`, a file lock that holds across processes too."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
@@ -404,12 +404,16 @@ def _decode(v: Any, got: Mapping[str, Any]) -> Any:
     }
 
 
-def join(head: Mapping[str, Any], fetch: Fetch) -> tuple[dict[str, Any], set[str]]:
+def join(
+    head: Mapping[str, Any], fetch: Fetch, fields: Collection[str] | None = None
+) -> tuple[dict[str, Any], set[str]]:
     """The state a parsed head stands for, and the digests of every chunk it reached.
-    `fetch(digests)` returns the texts it has (a missing one: `JournalError`)."""
+    `fetch(digests)` returns the texts it has (a missing one: `JournalError`). `fields`:
+    only these top-level keys, and only the chunks they reach (a stats view needs each
+    state's counters, which sit in its head, not its history)."""
     if not is_head(head):
         raise JournalError("not a journal head")
-    body = {k: v for k, v in head.items() if k != META}
+    body = {k: v for k, v in head.items() if k != META and (fields is None or k in fields)}
     got = _fetch_all(body, fetch)
     return _decode(body, got), set(got)
 

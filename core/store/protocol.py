@@ -15,7 +15,7 @@ it holds, write back with `save_state(..., expect=held)`, then release.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
@@ -83,7 +83,10 @@ class Store(Artifacts, Protocol):
         """Write atomically; the new version. `StateConflict` when `expect` is not the current one."""
         ...
 
-    def load_states(self) -> Iterator[tuple[int, dict[str, Any]]]: ...
+    def load_states(self, fields: Collection[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every stored (version, state); `fields`: only those top-level keys and "id" (a
+        stats view reads the counters in each head, not each history)."""
+        ...
 
     def sessions(self) -> list[tuple[str, float]]:
         """(session id, last write time) of the sessions with originals, the latest first."""

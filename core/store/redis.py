@@ -47,7 +47,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -390,20 +390,24 @@ class RedisStore:
                 return None
             return self._decode(session_id, int(v), d)
 
-    def _decode(self, session_id: str, version: int, d: bytes) -> tuple[int, dict[str, Any]]:
+    def _decode(
+        self, session_id: str, version: int, d: bytes, fields: Collection[str] | None = None
+    ) -> tuple[int, dict[str, Any]]:
         """A stored document as (version, state): a journal head is joined with its chunks
-        (and they are remembered as stored), a state of the old layout is taken whole."""
+        (remembered as stored), a state of the old layout is taken whole. `fields`: only
+        those keys and the chunks they reach (not remembered: a save counts on whole heads)."""
         head = json.loads(d)
         if not journal.is_head(head):
-            return version, head
+            return version, head if fields is None else {k: v for k, v in head.items() if k in fields}
         key = self._k("j", session_id)
 
         def fetch(digests: list[str]) -> dict[str, str]:
             texts = self._r.hmget(key, digests)
             return {dg: t.decode("ascii") for dg, t in zip(digests, texts, strict=True) if t is not None}
 
-        state, reached = journal.join(head, fetch)
-        self._known.remember(self._hex(session_id), version, reached)
+        state, reached = journal.join(head, fetch, fields)
+        if fields is None:
+            self._known.remember(self._hex(session_id), version, reached)
         return version, state
 
     def save_state(self, session_id: str, data: Mapping[str, Any], *, expect: int | None = None) -> int:
@@ -465,8 +469,9 @@ class RedisStore:
 
         return self._collect_chunks(session_id, int(v), journal.reachable(head, fetch))
 
-    def load_states(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Every session with stored state (sessions are listed by the index `ns:leases`)."""
+    def load_states(self, fields: Collection[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every session with stored state (sessions are listed by the index `ns:leases`);
+        `fields`: only those top-level keys of each (`journal.join`)."""
         with self._failures("read"):
             members = [m.decode("ascii") for m in self._r.zrange(self._k("leases"), 0, -1)]
             pipe = self._r.pipeline(transaction=False)
@@ -485,7 +490,7 @@ class RedisStore:
             try:
                 sid = from_bytes(bytes.fromhex(h))
                 with self._failures("read"):
-                    got = self._decode(sid, int(v), d)
+                    got = self._decode(sid, int(v), d, None if fields is None else {"id", *fields})
             except ValueError as exc:
                 log.warning("tokenpilot: skipping unreadable session state in %s: %s", self.url, exc)
                 continue

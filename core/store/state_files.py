@@ -37,7 +37,7 @@ import re
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -308,13 +308,16 @@ class StateFiles:
         for _v, data in self.load_all_versioned():
             yield data
 
-    def load_all_versioned(self) -> Iterator[tuple[int, dict[str, Any]]]:
+    def load_all_versioned(
+        self, fields: Collection[str] | None = None
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
         """Every readable session with its version (of the same head as its state; for the
-        old layout the version file is read first, so it is never newer than the state)."""
+        old layout the version file is read first, so it is never newer than the state).
+        `fields`: only those top-level keys (and "id"), the journal read only if they reach it."""
         for p in sorted(self.path.glob("*.json")):
             if p.name.startswith(".tmp-"):
                 continue
-            got = self._read(p)
+            got = self._read(p, None if fields is None else {"id", *fields})
             if got is not None:
                 yield max(got[0], 1), got[1]
 
@@ -327,7 +330,7 @@ class StateFiles:
         except (OSError, ValueError):
             return 1
 
-    def _read(self, p: Path) -> tuple[int, dict[str, Any]] | None:
+    def _read(self, p: Path, fields: Collection[str] | None = None) -> tuple[int, dict[str, Any]] | None:
         """(version, state) from the head that counts and its journal, or from a file of the
         old layout. A compaction by another process may remove the journal meanwhile: the
         head is then found again."""
@@ -339,9 +342,12 @@ class StateFiles:
                     log.warning("tokenpilot: skipping unreadable session state %s", p)
                     return None
                 if not isinstance(found, _Head):
-                    return old_version, found
-                chunks = _read_journal(self._journal_at(p, found.gen), found.start)
-                state, _ = journal.join(found.doc, lambda ds, c=chunks: c)  # type: ignore[misc]
+                    return old_version, found if fields is None else {
+                        k: found[k] for k in fields if k in found
+                    }
+                state, _ = journal.join(
+                    found.doc, _journal_reader(self._journal_at(p, found.gen), found.start), fields
+                )
             except FileNotFoundError:
                 continue  # compacted meanwhile: find the new head
             except (OSError, ValueError) as exc:
@@ -353,6 +359,20 @@ class StateFiles:
             return None
         log.warning("tokenpilot: skipping session state %s: its journal kept moving", p)
         return None
+
+
+def _journal_reader(path: Path, length: int) -> Callable[[list[str]], dict[str, str]]:
+    """A `journal.join` fetch that reads the journal at its first call only (a head whose
+    wanted fields reach no chunk never reads it)."""
+    chunks: dict[str, str] | None = None
+
+    def fetch(digests: list[str]) -> dict[str, str]:
+        nonlocal chunks
+        if chunks is None:
+            chunks = _read_journal(path, length)
+        return {d: chunks[d] for d in digests if d in chunks}
+
+    return fetch
 
 
 def _read_journal(path: Path, length: int) -> dict[str, str]:
