@@ -117,6 +117,26 @@ def test_each_save_writes_what_is_new_plus_a_head_of_bounded_size():
     assert max(heads) < 4096 and heads[-1] <= heads[0] + 512, (heads[0], max(heads), heads[-1])
 
 
+def test_a_read_decodes_only_the_entry_blocks_it_has_not_decoded_before():
+    """Replicas taking turns each read the other's state at every call: the blocks of
+    history entries they decoded before come back as the same objects (read only), the
+    new ones decoded, and the state is equal to a decode from scratch."""
+    cut = J.split(state(40))
+    first, _ = J.join(json.loads(cut.head()), fetcher(cut.chunks))
+    later = state(41)
+    later["session"]["entries"][10]["tokens"] = 1  # an entry rewritten (a history the caller changed)
+    grown = J.split(later)
+    again, _ = J.join(json.loads(grown.head()), fetcher(grown.chunks))
+    assert again == as_json(later)
+    old, new = first["session"]["entries"], again["session"]["entries"]
+    shared = sum(a is b for a, b in zip(old, new))
+    assert shared >= 60, shared
+    assert new[10] is not old[10] and new[10]["tokens"] == 1  # its block decoded anew
+    JM._ENTRY_BLOCKS.__init__()  # forget every block: the same state, decoded from scratch
+    fresh, _ = J.join(json.loads(grown.head()), fetcher(grown.chunks))
+    assert fresh == again and not any(a is b for a, b in zip(fresh["session"]["entries"], new))
+
+
 def test_chunks_are_the_same_in_every_process():
     """Two replicas that take turns on a session cut it the same way (no salted hash)."""
     cut = J.split(state(40))

@@ -41,6 +41,7 @@ from typing import Any
 from .journal_blocks import _blocks, digest
 from .journal_memo import (
     _CHUNKS,
+    _ENTRY_BLOCKS,
     _LIST_CUTS,
     _SEALED,
     _STRINGS,
@@ -399,9 +400,29 @@ def _decode(v: Any, got: Mapping[str, Any]) -> Any:
                 merged.update(_decode(got[d], got))
             return merged
     return {
-        (k[1:] if k.startswith("\x00") else k): (x if type(x) in _LEAVES else _decode(x, got))
+        (k[1:] if k.startswith("\x00") else k): (
+            x if type(x) in _LEAVES else _entries(x, got) if k == ENTRIES else _decode(x, got)
+        )
         for k, x in v.items()
     }
+
+
+ENTRIES = "entries"  # a session's history (`TokenPilot.export_session`): its blocks decode once
+
+
+def _entries(v: Any, got: Mapping[str, Any]) -> Any:
+    """`_decode` of a session's entries: each block's elements as decoded before
+    (`journal_memo._ENTRY_BLOCKS`), only the blocks new to this process decoded."""
+    if not (isinstance(v, dict) and len(v) == 1 and LIST in v):
+        return _decode(v, got)
+    out: list[Any] = []
+    for d in _decode(v[LIST], got):
+        block = _ENTRY_BLOCKS.get(d)
+        if block is None:
+            block = _decode(got[d], got)
+            _ENTRY_BLOCKS.remember(d, block)
+        out.extend(block)
+    return out
 
 
 def join(

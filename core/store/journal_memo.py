@@ -232,3 +232,34 @@ class _KnownChunks:
 
 
 _CHUNKS = _KnownChunks()
+
+
+class _DecodedBlocks:
+    """The elements of each block of a session's history entries, decoded, by the block's
+    digest. A digest names the block's text, and so its elements; with replicas taking
+    turns, each decoded the other's every entry at every call, though all but the newest
+    blocks were the same. The elements come back shared from read to read: the one reader
+    of a state's entries (`history.session_state.load_session`) keeps of an entry only its
+    frozen message, which nothing changes in place (a change makes a new message). Bounded
+    by the blocks held, least recently used out."""
+
+    def __init__(self, max_blocks: int = 16_384) -> None:
+        self.max_blocks = max_blocks
+        self._by_digest: OrderedDict[str, list[Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, d: str) -> list[Any] | None:
+        with self._lock:
+            hit = self._by_digest.get(d)
+            if hit is not None:
+                self._by_digest.move_to_end(d)
+            return hit
+
+    def remember(self, d: str, elements: list[Any]) -> None:
+        with self._lock:
+            self._by_digest[d] = elements
+            while len(self._by_digest) > self.max_blocks:
+                self._by_digest.popitem(last=False)
+
+
+_ENTRY_BLOCKS = _DecodedBlocks()
