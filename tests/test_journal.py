@@ -137,6 +137,16 @@ def test_a_read_decodes_only_the_entry_blocks_it_has_not_decoded_before():
     assert fresh == again and not any(a is b for a, b in zip(fresh["session"]["entries"], new))
 
 
+def test_the_decoded_blocks_held_are_bounded_by_the_chars_they_keep_alive():
+    blocks = JM._DecodedBlocks(max_chars=8000)
+    for k in range(10):
+        blocks.remember(f"d{k}", [{"content": "x" * 990}])  # about 1,000 chars each
+    assert blocks.get("d0") is None and blocks.get("d9") is not None
+    assert sum(blocks.get(f"d{k}") is not None for k in range(10)) <= 8
+    blocks.remember("big", [{"content": "y" * 2000}])  # over an eighth of the budget: not held
+    assert blocks.get("big") is None and blocks.get("d9") is not None
+
+
 def test_chunks_are_the_same_in_every_process():
     """Two replicas that take turns on a session cut it the same way (no salted hash)."""
     cut = J.split(state(40))

@@ -241,25 +241,55 @@ class _DecodedBlocks:
     blocks were the same. The elements come back shared from read to read: the one reader
     of a state's entries (`history.session_state.load_session`) keeps of an entry only its
     frozen message, which nothing changes in place (a change makes a new message). Bounded
-    by the blocks held, least recently used out."""
+    by the chars of the strings held (a block keeps its long outputs alive), least
+    recently used out."""
 
-    def __init__(self, max_blocks: int = 16_384) -> None:
-        self.max_blocks = max_blocks
-        self._by_digest: OrderedDict[str, list[Any]] = OrderedDict()
+    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self._by_digest: OrderedDict[str, tuple[list[Any], int]] = OrderedDict()
+        self._chars = 0
         self._lock = threading.Lock()
 
     def get(self, d: str) -> list[Any] | None:
         with self._lock:
             hit = self._by_digest.get(d)
-            if hit is not None:
-                self._by_digest.move_to_end(d)
-            return hit
+            if hit is None:
+                return None
+            self._by_digest.move_to_end(d)
+            return hit[0]
 
     def remember(self, d: str, elements: list[Any]) -> None:
+        size = _chars_in(elements)
+        if size > self.max_chars // 8:
+            return
         with self._lock:
-            self._by_digest[d] = elements
-            while len(self._by_digest) > self.max_blocks:
-                self._by_digest.popitem(last=False)
+            old = self._by_digest.pop(d, None)
+            if old is not None:
+                self._chars -= old[1]
+            self._by_digest[d] = (elements, size)
+            self._chars += size
+            while self._chars > self.max_chars and self._by_digest:
+                _, (_, gone) = self._by_digest.popitem(last=False)
+                self._chars -= gone
+
+
+def _chars_in(v: Any) -> int:
+    """The chars of the strings in `v` (keys included), plus one per container and leaf."""
+    total, stack = 0, [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str):
+            total += len(x)
+        elif isinstance(x, dict):
+            total += 1
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            total += 1
+            stack.extend(x)
+        else:
+            total += 1
+    return total
 
 
 _ENTRY_BLOCKS = _DecodedBlocks()
