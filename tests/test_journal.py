@@ -183,6 +183,42 @@ def test_a_missing_chunk_is_an_error_not_a_partial_state():
         J.join(json.loads(cut.head()), fetcher(chunks))
 
 
+def test_a_reader_that_holds_a_chunk_parsed_checks_it_by_name_and_a_lost_one_is_an_error():
+    cut, grown = J.split(state(30)), J.split(state(31))
+    JM._CHUNKS.__init__()  # this process holds no chunk (a split offers its own)
+    J.join(json.loads(cut.head()), fetcher(cut.chunks))  # now it holds the first state's
+    asked: list[tuple[list[str], list[str]]] = []
+
+    def read(wanted, held):
+        asked.append((wanted, held))
+        return {d: grown.chunks[d] for d in wanted}, []
+
+    got, _ = J.join(json.loads(grown.head()), fetcher({}), read=read)
+    assert got == as_json(state(31))
+    wanted = {d for w, _ in asked for d in w}
+    held = {d for _, h in asked for d in h}
+    assert wanted == set(grown.chunks) - set(cut.chunks) and wanted  # only what is new is sent
+    assert held == set(grown.chunks) & set(cut.chunks)  # the rest is checked by name
+    lost = sorted(held)[0]
+    with pytest.raises(J.JournalError, match=lost):  # the store lost a chunk this process holds
+        J.join(
+            json.loads(grown.head()), fetcher({}), read=lambda w, h: ({d: grown.chunks[d] for d in w}, [lost])
+        )
+
+
+def test_a_redis_replica_notices_a_chunk_the_store_lost_though_it_holds_it(redis_url):
+    from tokenpilot.store.redis import RedisStore
+
+    url = _namespaced(redis_url)
+    a, b = RedisStore(url), RedisStore(url)
+    v = a.save_state("s", state(30), expect=0)
+    assert b.load_state("s") == (v, as_json(state(30)))  # b now holds every chunk parsed
+    digests = [d.decode() for d in a._r.hkeys(a._k("j", "s"))]
+    a._r.hdel(a._k("j", "s"), digests[0])
+    with pytest.raises(J.JournalError, match=digests[0]):
+        b.load_state("s")
+
+
 def test_a_whole_state_of_the_old_layout_is_not_a_head():
     assert not J.is_head(as_json(state(3)))
     with pytest.raises(J.JournalError):

@@ -346,10 +346,15 @@ def _chunk_refs(d: str, parsed: Any) -> list[tuple[str, int]]:
 
 
 Fetch = Callable[[list[str]], Mapping[str, str]]
+Read = Callable[[list[str], list[str]], tuple[Mapping[str, str], Collection[str]]]
+"""`read(wanted, held)`: the texts of `wanted`, and which of `held` the store lacks (a
+chunk this process holds parsed is checked by name, not sent again)."""
 
 
-def _fetch_all(root: Any, fetch: Fetch) -> dict[str, Any]:
-    """Every chunk `root` reaches, parsed, read level by level (one `fetch` per level)."""
+def _fetch_all(root: Any, fetch: Fetch, read: Read | None = None) -> dict[str, Any]:
+    """Every chunk `root` reaches, parsed, read level by level (one `fetch` per level).
+    Every one is asked for, known or not: a chunk the store lost is an error. With `read`,
+    a chunk this process holds parsed is only checked by name (`Read`)."""
     got: dict[str, Any] = {}
     todo: list[tuple[str, int]] = []
     _refs_in(root, todo)
@@ -357,16 +362,29 @@ def _fetch_all(root: Any, fetch: Fetch) -> dict[str, Any]:
         want = {d: level for d, level in todo if d not in got}
         if not want:
             break
-        texts = fetch(list(want))  # every one, known or not: a chunk the store lost is an error
+        held: dict[str, Any] = {}
+        if read is not None:
+            for d in want:
+                hit, parsed = _CHUNKS.parsed(d)
+                if hit:
+                    held[d] = parsed
+            texts, lost = read([d for d in want if d not in held], list(held))
+            if lost:
+                raise JournalError(f"the session's journal lacks chunk {next(iter(lost))}")
+        else:
+            texts = fetch(list(want))
         todo = []
         for d, level in want.items():
-            text = texts.get(d)
-            if text is None:
-                raise JournalError(f"the session's journal lacks chunk {d}")
-            hit, parsed = _CHUNKS.parsed(d)
-            if not hit:
-                parsed = json.loads(text)
-                _CHUNKS.remember(d, text, parsed)
+            if d in held:
+                parsed = held[d]
+            else:
+                text = texts.get(d)
+                if text is None:
+                    raise JournalError(f"the session's journal lacks chunk {d}")
+                hit, parsed = _CHUNKS.parsed(d)
+                if not hit:
+                    parsed = json.loads(text)
+                    _CHUNKS.remember(d, text, parsed)
             got[d] = parsed
             if level == 0:
                 todo.extend(_chunk_refs(d, parsed))
@@ -426,7 +444,7 @@ def _entries(v: Any, got: Mapping[str, Any]) -> Any:
 
 
 def join(
-    head: Mapping[str, Any], fetch: Fetch, fields: Collection[str] | None = None
+    head: Mapping[str, Any], fetch: Fetch, fields: Collection[str] | None = None, read: Read | None = None
 ) -> tuple[dict[str, Any], set[str]]:
     """The state a parsed head stands for, and the digests of every chunk it reached.
     `fetch(digests)` returns the texts it has (a missing one: `JournalError`). `fields`:
@@ -435,7 +453,7 @@ def join(
     if not is_head(head):
         raise JournalError("not a journal head")
     body = {k: v for k, v in head.items() if k != META and (fields is None or k in fields)}
-    got = _fetch_all(body, fetch)
+    got = _fetch_all(body, fetch, read)
     return _decode(body, got), set(got)
 
 

@@ -180,8 +180,9 @@ class _KnownChunks:
     """Chunks this process wrote or read lately, parsed, by digest. A digest names its
     chunk's text, so a chunk known here is not parsed again: with replicas taking turns on
     a session, each parsed the other's whole journal at every call, though all but the
-    newest chunks were ones it had written or read itself. (Each is still fetched: a chunk
-    the store lost must fail the read.) Kept as text until a read wants one, then parsed
+    newest chunks were ones it had written or read itself. (A reader that can, Redis, asks
+    the store for a known one by name instead of its text: a chunk the store lost must
+    still fail the read.) Kept as text until a read wants one, then parsed
     once; bounded by the chars held, least recently used out. Parsed chunks are only read:
     `_decode` builds new containers from them."""
 

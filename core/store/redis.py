@@ -20,7 +20,8 @@ store runs on a Redis Cluster (`?cluster=1`) as on one server:
     ns:volume               bytes of originals held
 A state is saved as its new chunks and its head in one script (with the version check),
 so a reader sees a whole old state or a whole new one; a save sends only the chunks this
-process has not seen in the store at the version it holds. Chunks no head reaches are
+process has not seen in the store at the version it holds, a read fetches those it does not
+hold parsed (the others checked by name: `journal.Read`). Chunks no head reaches are
 collected when the chunk hash holds twice the live ones, and when the session is closed.
 The two global keys are updated by separate commands after a session's script (a crash
 in between can leave `volume` short by one original); a session is indexed before its
@@ -65,7 +66,7 @@ from .breaker import Breaker
 from .protocol import StateConflict, StoreUnanswered, redact_store_url
 from .redis_known import Known
 from .redis_lock import RedisLocks, SessionLock
-from .redis_scripts import COLLECT, PRUNE_SESSION, PUT, SAVE
+from .redis_scripts import COLLECT, PRUNE_SESSION, PUT, READ, SAVE
 from .redis_url import flag, seconds, split_own
 
 log = logging.getLogger("tokenpilot")
@@ -131,10 +132,8 @@ class RedisStore:
             )
         except (ValueError, RedisClusterException) as exc:
             raise StoreError(f"bad Redis store URL {self.url}: {exc}", "bad Redis URL") from exc
-        self._put = self._r.register_script(PUT)
-        self._save = self._r.register_script(SAVE)
-        self._prune_one = self._r.register_script(PRUNE_SESSION)
-        self._collect = self._r.register_script(COLLECT)
+        scripts = (self._r.register_script(x) for x in (PUT, SAVE, PRUNE_SESSION, COLLECT, READ))
+        self._put, self._save, self._prune_one, self._collect, self._read = scripts
         self._known = Known()
         self.bytes_written = 0  # state bytes sent (heads and chunks), for benchmarks
         self._prune_lock = threading.Lock()
@@ -401,11 +400,12 @@ class RedisStore:
             return version, head if fields is None else {k: v for k, v in head.items() if k in fields}
         key = self._k("j", session_id)
 
-        def fetch(digests: list[str]) -> dict[str, str]:
-            texts = self._r.hmget(key, digests)
-            return {dg: t.decode("ascii") for dg, t in zip(digests, texts, strict=True) if t is not None}
+        def read(wanted: list[str], held: list[str]) -> tuple[dict[str, str], list[str]]:
+            texts, lost = self._read(keys=[key], args=[len(wanted), *wanted, *held])
+            got = zip(wanted, texts, strict=True)
+            return {dg: t.decode("ascii") for dg, t in got if t is not None}, [x.decode() for x in lost]
 
-        state, reached = journal.join(head, fetch, fields)
+        state, reached = journal.join(head, lambda ds: read(ds, [])[0], fields, read)
         if fields is None:
             self._known.remember(self._hex(session_id), version, reached)
         return version, state

@@ -81,3 +81,17 @@ end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 return {n, freed}
 """
+
+# KEYS: a session's chunks. ARGV: n, then n digests wanted, then digests held. Returns
+# {the texts of those wanted (nil where lacking), the held ones the hash lacks}: a reader
+# that holds a chunk parsed checks it by name instead of fetching its text again.
+READ = """
+local n = tonumber(ARGV[1])
+local texts = {}
+for i = 2, n + 1 do texts[#texts + 1] = redis.call('HGET', KEYS[1], ARGV[i]) end
+local lacking = {}
+for i = n + 2, #ARGV do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then lacking[#lacking + 1] = ARGV[i] end
+end
+return {texts, lacking}
+"""
