@@ -217,6 +217,9 @@ def test_a_redis_replica_notices_a_chunk_the_store_lost_though_it_holds_it(redis
     a._r.hdel(a._k("j", "s"), digests[0])
     with pytest.raises(J.JournalError, match=digests[0]):
         b.load_state("s")
+    JM._CHUNKS.__init__()  # a process that holds none: it asks for every text, and one is gone
+    with pytest.raises(J.JournalError, match=digests[0]):
+        RedisStore(url).load_state("s")
 
 
 def test_a_whole_state_of_the_old_layout_is_not_a_head():
