@@ -90,9 +90,6 @@ def load_session(s: Session, data: Mapping[str, Any]) -> None:
         held, s.entries = s.entries, []
         s.shown = None
         for i, d in enumerate(data["entries"]):
-            infos = tuple((cid, ToolCallInfo(name, args)) for cid, name, args in d.get("call_infos", []))
-            ids = tuple(d["ids"]) if isinstance(d["ids"], list) else d["ids"]
-            frozen = d["frozen"]
             mine = held[i] if i < len(held) else None
             if mine is not None and mine.exported is not None and mine.exported == d:
                 # The entry this process already holds, as the state has it: it stays whole,
@@ -100,28 +97,32 @@ def load_session(s: Session, data: Mapping[str, Any]) -> None:
                 # message's object, by which token counts and archive texts are remembered;
                 # the raw fields a call is matched by, without hashing it again) still holds
                 # when replicas take turns on a session and each loads the other's state.
-                entry = mine
-            else:
-                if mine is not None and mine.frozen == frozen:
-                    frozen = mine.frozen  # the message's object stays, as above
-                entry = Entry(
-                    # the role is the frozen form's (ingestion keeps it): what follows a
-                    # message (an observation after an action, an elision) is judged by it
-                    frozen.get("role") if isinstance(frozen, Mapping) else None,
-                    None,
-                    None,
-                    None,
-                    d["raw_hash"],
-                    ids,
-                    frozen,
-                    d["raw_tokens"],
-                    d["tokens"],
-                    d.get("artifact_id"),
-                    tuple(d["effect"]) if d.get("effect") else None,
-                    infos,
-                    live=False,
-                    unstored="" if d.get("unstored") else None,
-                )
+                s.entries.append(mine)
+                s.calls.update(mine.call_infos)  # the infos its export was made from
+                continue
+            infos = tuple((cid, ToolCallInfo(name, args)) for cid, name, args in d.get("call_infos", []))
+            ids = tuple(d["ids"]) if isinstance(d["ids"], list) else d["ids"]
+            frozen = d["frozen"]
+            if mine is not None and mine.frozen == frozen:
+                frozen = mine.frozen  # the message's object stays, as above
+            entry = Entry(
+                # the role is the frozen form's (ingestion keeps it): what follows a
+                # message (an observation after an action, an elision) is judged by it
+                frozen.get("role") if isinstance(frozen, Mapping) else None,
+                None,
+                None,
+                None,
+                d["raw_hash"],
+                ids,
+                frozen,
+                d["raw_tokens"],
+                d["tokens"],
+                d.get("artifact_id"),
+                tuple(d["effect"]) if d.get("effect") else None,
+                infos,
+                live=False,
+                unstored="" if d.get("unstored") else None,
+            )
             s.entries.append(entry)
             for cid, info in infos:
                 s.calls[cid] = info
