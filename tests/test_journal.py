@@ -465,6 +465,7 @@ def test_states_of_the_old_layout_load_and_their_next_save_writes_the_journal(tm
     store = DiskStore(ArtifactStore(tmp_path / "a"), folder, shared=True)
     assert store.state_version("s") == 9 and store.load_state("s") == (9, as_json(state(4)))
     assert [v for v, _ in store.load_states()] == [9]
+    assert [d for _, d in store.load_states(("stats",))] == [{"id": "s", "stats": as_json(state(4)["stats"])}]
     assert store.save_state("s", state(5), expect=9) == 10
     assert not old.with_suffix(".ver").exists() and J.is_head(json.loads(old.read_text()))
     again = DiskStore(ArtifactStore(tmp_path / "a"), folder, shared=True)
@@ -498,6 +499,7 @@ def test_redis_states_and_originals_of_the_old_layout_still_load(redis_url):
     r.incrby(f"{ns}:volume", len(text))
     assert store.state_version("s") == 6 and store.load_state("s") == (6, as_json(state(4)))
     assert [v for v, _ in store.load_states()] == [6]
+    assert [d for _, d in store.load_states(("stats",))] == [{"id": "s", "stats": as_json(state(4)["stats"])}]
     assert store.get("s", aid) == text and list(store.artifact_ids("s")) == [aid]
     assert store.save_state("s", state(5), expect=6) == 7
     assert not r.exists(f"{ns}:s:{h}") and store.load_state("s") == (7, as_json(state(5)))

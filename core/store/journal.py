@@ -443,6 +443,12 @@ def _entries(v: Any, got: Mapping[str, Any]) -> Any:
     return out
 
 
+def picked(state: dict[str, Any], fields: Collection[str] | None) -> dict[str, Any]:
+    """`state` with only the top-level keys in `fields` (None: all of it): what a read with
+    `fields` gives of a state of the old layout, as `join` does of a head."""
+    return state if fields is None else {k: v for k, v in state.items() if k in fields}
+
+
 def join(
     head: Mapping[str, Any], fetch: Fetch, fields: Collection[str] | None = None, read: Read | None = None
 ) -> tuple[dict[str, Any], set[str]]:

@@ -397,7 +397,7 @@ class RedisStore:
         those keys and the chunks they reach (not remembered: a save counts on whole heads)."""
         head = json.loads(d)
         if not journal.is_head(head):
-            return version, head if fields is None else {k: v for k, v in head.items() if k in fields}
+            return version, journal.picked(head, fields)
         key = self._k("j", session_id)
 
         def read(wanted: list[str], held: list[str]) -> tuple[dict[str, str], list[str]]:

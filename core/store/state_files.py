@@ -342,9 +342,7 @@ class StateFiles:
                     log.warning("tokenpilot: skipping unreadable session state %s", p)
                     return None
                 if not isinstance(found, _Head):
-                    return old_version, found if fields is None else {
-                        k: found[k] for k in fields if k in found
-                    }
+                    return old_version, journal.picked(found, fields)
                 state, _ = journal.join(
                     found.doc, _journal_reader(self._journal_at(p, found.gen), found.start), fields
                 )
