@@ -21,6 +21,7 @@ from pathlib import Path
 from aiohttp import web
 
 from tokenpilot import model_prices
+from tokenpilot_proxy import gc_policy
 from tokenpilot_proxy.app import Proxy
 from tokenpilot_proxy.connections import (
     AcceptErrorLog,
@@ -137,6 +138,7 @@ async def serve(settings: ProxySettings, *, on_ready: Callable[[str], None] | No
         loop.add_signal_handler(sig, stop.set)
     raise_fd_limit()
     async with RunningProxy(settings) as running:
+        gc_policy.settle()  # start-up is done: imports, the price table, the listening socket
         if on_ready is None:
             print(f"tokenpilot: serving {running.url} -> {redact_url(settings.upstream)}", flush=True)
         else:

@@ -173,9 +173,6 @@ class _ListCuts:
 _LIST_CUTS = _ListCuts()
 
 
-_LIST_CUTS = _ListCuts()
-
-
 class _KnownChunks:
     """Chunks this process wrote or read lately, parsed, by digest. A digest names its
     chunk's text, so a chunk known here is not parsed again: with replicas taking turns on
