@@ -529,5 +529,55 @@ def test_a_list_split_again_as_it_grows_is_cut_as_if_afresh(monkeypatch, sizes, 
         with monkeypatch.context() as m:  # the same list cut with no memory of earlier splits
             m.setattr(J, "_LIST_CUTS", JM._ListCuts())
             m.setattr(J, "_SEALED", JM._SealedTexts())
+            m.setattr(J, "_RUNS", JM._SealedRuns())
             fresh = J.split({"entries": [J.Sealed(dict(x)) for x in items]})
         assert (got.body, got.chunks) == (fresh.body, fresh.chunks)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(
+        st.one_of(st.integers(-5, 10**6), st.text("ab\x00\u00e9", max_size=12)), min_size=2, max_size=400
+    ),
+    cuts=st.lists(st.integers(1, 400), min_size=1, max_size=4),
+    edit=st.none() | st.integers(0, 399),
+)
+def test_a_list_of_texts_made_anew_at_each_save_is_cut_as_if_afresh(monkeypatch, values, cuts, edit):
+    """The cut memo finds a grown list by its texts' values: lists of short strings and
+    numbers (turn ids, digests, series) are new objects at every save. Their split is byte
+    for byte what splitting with no memory gives, also after an edit inside the prefix or
+    a list that shrank."""
+    for n in [min(c, len(values)) for c in cuts] + [len(values)]:
+        items = [json.loads(json.dumps(v)) for v in values[:n]]  # new objects every time
+        if edit is not None and edit < n and n == len(values):
+            items[edit] = "edited"
+        got = J.split({"ids": items, "more": {"ids": items[::-1]}})
+        with monkeypatch.context() as m:
+            m.setattr(J, "_LIST_CUTS", JM._ListCuts())
+            fresh = J.split({"ids": items, "more": {"ids": items[::-1]}})
+        assert (got.body, got.chunks) == (fresh.body, fresh.chunks)
+
+
+def test_a_save_of_a_grown_history_cuts_only_what_is_new(monkeypatch):
+    """A history that only grew is taken from its last split: the entries held are not
+    looked up one by one, and the lists beside it (made anew at each save) are cut from
+    where they changed, not from their start."""
+    monkeypatch.setattr(J, "_LIST_CUTS", JM._ListCuts())
+    monkeypatch.setattr(J, "_SEALED", JM._SealedTexts())
+    monkeypatch.setattr(J, "_RUNS", JM._SealedRuns())
+    entries = [J.Sealed({"n": k, "text": f"entry {k} " * 40}) for k in range(300)]
+    ids = [f"t_{k:012x}" for k in range(300)]
+    J.split({"entries": entries, "ids": list(ids)})
+    looked_up, cut = [], []
+    sealed_get, blocks = JM._SealedTexts.get, JM._blocks
+    monkeypatch.setattr(JM._SealedTexts, "get", lambda self, v: looked_up.append(v) or sealed_get(self, v))
+    monkeypatch.setattr(JM, "_blocks", lambda texts, m=1: cut.append(len(texts)) or blocks(texts, m))
+    grown = entries + [J.Sealed({"n": 300, "text": "new"})]
+    got = J.split({"entries": grown, "ids": [(i + ".")[:-1] for i in ids] + ["t_new"]})  # new strings
+    assert looked_up == [grown[-1]]  # only the new entry
+    assert cut and max(cut) < 100, cut  # each list of 301 cut again from its open block only
+    monkeypatch.setattr(J, "_LIST_CUTS", JM._ListCuts())
+    monkeypatch.setattr(J, "_SEALED", JM._SealedTexts())
+    monkeypatch.setattr(J, "_RUNS", JM._SealedRuns())
+    fresh = J.split({"entries": [J.Sealed(dict(e)) for e in grown], "ids": ids + ["t_new"]})
+    assert (got.body, got.chunks) == (fresh.body, fresh.chunks)

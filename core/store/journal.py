@@ -43,6 +43,7 @@ from .journal_memo import (
     _CHUNKS,
     _ENTRY_BLOCKS,
     _LIST_CUTS,
+    _RUNS,
     _SEALED,
     _STRINGS,
     Sealed,
@@ -199,9 +200,26 @@ class _Splitter:
         return _dumps(v)  # floats, and anything else json accepts (or its TypeError, as before)
 
     def elements(self, v: list[Any] | tuple[Any, ...]) -> list[str]:
-        """A list's elements as texts. A container is serialised whole (one C call), and cut
-        up only when that text is large or holds a NUL-prefixed key that needs escaping.
-        The hot loop of a save: one pass over every element of every long list."""
+        """A list's elements as texts. A long list of sealed dicts (a session's entries)
+        is taken from its last split where it only grew (`_RUNS`): a save then costs what
+        is new."""
+        if len(v) > _MANY and type(v[0]) is Sealed:
+            n, held, chunks = _RUNS.prefix(v)
+            sub = _Splitter()
+            texts = held + sub.each(v[n:])
+            if n:
+                chunks = {**chunks, **sub.chunks}
+            else:
+                chunks = sub.chunks
+            _RUNS.put(v, texts, chunks)
+            self.chunks.update(chunks)
+            return texts
+        return self.each(v)
+
+    def each(self, v: list[Any] | tuple[Any, ...]) -> list[str]:
+        """Each element's text. A container is serialised whole (one C call), and cut up
+        only when that text is large or holds a NUL-prefixed key that needs escaping. The
+        hot loop of a save: one pass over every element it is given."""
         out: list[str] = []
         dumps, esc, value = _dumps, encode_basestring_ascii, self.value
         for x in v:
@@ -230,7 +248,7 @@ class _Splitter:
             self.chunks.update(chunks)
             return text
         sub = _Splitter()
-        text = sub.elements([dict(x)])[0]  # exactly what a plain dict with these items gives
+        text = sub.each([dict(x)])[0]  # exactly what a plain dict with these items gives
         _SEALED.put(x, text, sub.chunks)
         self.chunks.update(sub.chunks)
         return text

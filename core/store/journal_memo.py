@@ -10,10 +10,13 @@ holds (least recently used out), and gives what the journal would compute withou
 from __future__ import annotations
 
 import json
+import operator
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import filterfalse
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
@@ -108,50 +111,119 @@ _SEALED = _SealedTexts()
 
 
 @dataclass(slots=True)
+class _Run:
+    items: list[Sealed]
+    texts: list[str]
+    chunks: dict[str, str]
+    chars: int
+
+
+class _SealedRuns:
+    """The element texts and chunks of each long list of sealed dicts split lately (a
+    session's history entries), by the identity of its first element.
+
+    The entries of a session are the same `Sealed` objects from one save to the next, and
+    the list grows at its end: a save looked each one up again (`_SEALED`), so it cost the
+    history's length. When the list held last starts the new one, element for element the
+    same objects (checked at C speed), its texts and chunks are taken whole and only the
+    new elements are cut. Any other change (a rewritten history) cuts the list as before.
+    Each record keeps its dicts alive, so an id names the same object while it is here;
+    bounded by the chars of the texts and chunks held, least recently used out."""
+
+    def __init__(self, max_chars: int = 16 * 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self._by_first: OrderedDict[int, _Run] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def prefix(self, items: list[Any] | tuple[Any, ...]) -> tuple[int, list[str], dict[str, str]]:
+        """(n, texts, chunks) of the run held whose elements are `items[:n]`, all of them;
+        (0, [], {}) when none is."""
+        with self._lock:
+            prev = self._by_first.get(id(items[0]))
+            if prev is not None:
+                self._by_first.move_to_end(id(items[0]))
+        n = len(prev.items) if prev is not None else 0
+        if prev is None or n > len(items) or not all(map(operator.is_, prev.items, items)):
+            return 0, [], {}
+        return n, prev.texts, prev.chunks
+
+    def put(self, items: list[Any] | tuple[Any, ...], texts: list[str], chunks: dict[str, str]) -> None:
+        chars = sum(map(len, texts)) + sum(map(len, chunks.values()))
+        if chars > self.max_chars // 4:
+            return
+        with self._lock:
+            old = self._by_first.pop(id(items[0]), None)
+            if old is not None:
+                self._chars -= old.chars
+            self._by_first[id(items[0])] = _Run(list(items), texts, chunks, chars)
+            self._chars += chars
+            while self._chars > self.max_chars and self._by_first:
+                _, dropped = self._by_first.popitem(last=False)
+                self._chars -= dropped.chars
+
+
+_RUNS = _SealedRuns()
+
+
+@dataclass(slots=True)
 class _Cut:
     """How a list was cut last: its element texts, and per block its end (exclusive),
     whether a boundary closed it (else it was the list's open tail), digest and text."""
 
     texts: list[str]
-    min_items: int
     blocks: list[tuple[int, bool, str, str]]
+    ends: list[int]  # each block's end, for a bisect
     chars: int
 
 
-class _ListCuts:
-    """The blocks of the long lists split lately, by the identity of their first element.
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    """How many leading elements `a` and `b` share. Compared as slices, at C speed (a string
+    is compared by identity first): a list that only grew costs one comparison."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo]; a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
-    A session's history is one long list whose element texts are the same objects at every
-    save (`Sealed` entries, from `_SEALED`), and grows at its end: its blocks up to the last
-    boundary inside the unchanged prefix are the same blocks, with the same digests, so
-    only the rest is cut and hashed again. Where a boundary falls depends only on the
-    elements since the one before (`_blocks`), so the result is what cutting the whole list
-    gives. Bounded by the chars of the lists held, least recently used out."""
+
+class _ListCuts:
+    """The blocks of the long lists split lately, by the texts of their first two elements.
+
+    A session's history grows at its end, and so do the lists beside it (the digests of
+    its blocks, its turn ids, its series): the blocks up to the last boundary inside the
+    unchanged prefix are the same blocks, with the same digests, so only the rest is cut
+    and hashed again. The prefix is found by the element texts' values, so a list whose
+    texts are made anew at every save (short strings, numbers, digests) is found too.
+    Where a boundary falls depends only on the elements since the one before (`_blocks`),
+    so the result is what cutting the whole list gives. Bounded by the chars of the lists
+    held, least recently used out."""
 
     def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
         self.max_chars = max_chars
-        self._by_first: OrderedDict[int, _Cut] = OrderedDict()
+        self._by_first: OrderedDict[tuple[str, str, int], _Cut] = OrderedDict()
         self._chars = 0
         self._lock = threading.Lock()
 
     def cut(self, texts: list[str], min_items: int) -> list[tuple[str, str]]:
         """(digest, text) of each block of `texts`, as `_blocks` cuts them."""
-        key = id(texts[0])
+        key = (texts[0], texts[1] if len(texts) > 1 else "", min_items)
         with self._lock:
             prev = self._by_first.get(key)
-        start, kept = 0, []
-        if prev is not None and prev.texts[0] is texts[0] and prev.min_items == min_items:
-            same = 0
-            for a, b in zip(prev.texts, texts):
-                if a is not b:
-                    break
-                same += 1
-            for end, closed, d, text in prev.blocks:
-                if not closed or end > same:
-                    break
-                kept.append((end, closed, d, text))
-                start = end
-        blocks = list(kept)
+        kept: list[tuple[int, bool, str, str]] = []
+        if prev is not None:
+            i = bisect_right(prev.ends, _common_prefix(prev.texts, texts))
+            if i and not prev.blocks[i - 1][1]:  # the open tail block: cut again
+                i -= 1
+            kept = prev.blocks[:i]
+        start = kept[-1][0] if kept else 0
+        blocks = kept
         for b in _blocks(texts[start:], min_items):
             start += len(b)
             text = "[" + ",".join(b) + "]"
@@ -162,7 +234,7 @@ class _ListCuts:
                 old = self._by_first.pop(key, None)
                 if old is not None:
                     self._chars -= old.chars
-                self._by_first[key] = _Cut(list(texts), min_items, blocks, chars)
+                self._by_first[key] = _Cut(list(texts), blocks, [b[0] for b in blocks], chars)
                 self._chars += chars
                 while self._chars > self.max_chars and self._by_first:
                     _, dropped = self._by_first.popitem(last=False)
@@ -180,7 +252,7 @@ class _KnownChunks:
     newest chunks were ones it had written or read itself. (A reader that can, Redis, asks
     the store for a known one by name instead of its text: a chunk the store lost must
     still fail the read.) Kept as text until a read wants one, then parsed
-    once; bounded by the chars held, least recently used out. Parsed chunks are only read:
+    once; bounded by the chars held, the least recently read or added out. Parsed chunks are only read:
     `_decode` builds new containers from them."""
 
     def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
@@ -190,11 +262,14 @@ class _KnownChunks:
         self._lock = threading.Lock()
 
     def offer(self, chunks: Mapping[str, str]) -> None:
+        """Take the chunks of a save. Only those not held yet are looked at (found at C
+        speed): a save offers every chunk of its state, and touching each held one cost the
+        history's length. So a save does not make a held chunk recent; a read (`parsed`)
+        does."""
         with self._lock:
-            for d, text in chunks.items():
-                if d in self._by_digest:
-                    self._by_digest.move_to_end(d)
-                elif len(text) <= self.max_chars // 8:
+            for d in list(filterfalse(self._by_digest.__contains__, chunks)):
+                text = chunks[d]
+                if len(text) <= self.max_chars // 8:
                     self._by_digest[d] = (False, text, len(text))
                     self._chars += len(text)
             self._trim()
