@@ -275,11 +275,9 @@ class _Splitter:
     def list_(self, texts: list[str], min_items: int = 1) -> str:
         if sum(map(len, texts)) + len(texts) < SMALL or len(texts) < min_items:
             return "[" + ",".join(texts) + "]"
-        refs = []
-        for d, text in _LIST_CUTS.cut(texts, min_items):
-            self.chunks[d] = text
-            refs.append(d)
-        return '{"\\u0000l":' + self.refs(refs) + "}"
+        pairs = _LIST_CUTS.cut(texts, min_items)
+        self.chunks.update(pairs)
+        return '{"\\u0000l":' + self.refs([d for d, _ in pairs]) + "}"
 
     def refs(self, refs: list[str]) -> str:
         """A list of digests: inline while short, else cut into chunks itself (one level up;

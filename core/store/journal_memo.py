@@ -168,12 +168,14 @@ _RUNS = _SealedRuns()
 
 @dataclass(slots=True)
 class _Cut:
-    """How a list was cut last: its element texts, and per block its end (exclusive),
-    whether a boundary closed it (else it was the list's open tail), digest and text."""
+    """How a list was cut last: its element texts, each block's end (exclusive) and
+    (digest, text), and whether the last block is the list's open tail (no boundary
+    closed it; every other block ends at one)."""
 
     texts: list[str]
-    blocks: list[tuple[int, bool, str, str]]
-    ends: list[int]  # each block's end, for a bisect
+    ends: list[int]
+    pairs: list[tuple[str, str]]
+    open_tail: bool
     chars: int
 
 
@@ -212,34 +214,38 @@ class _ListCuts:
         self._lock = threading.Lock()
 
     def cut(self, texts: list[str], min_items: int) -> list[tuple[str, str]]:
-        """(digest, text) of each block of `texts`, as `_blocks` cuts them."""
+        """(digest, text) of each block of `texts`, as `_blocks` cuts them (held here:
+        only read)."""
         key = (texts[0], texts[1] if len(texts) > 1 else "", min_items)
         with self._lock:
             prev = self._by_first.get(key)
-        kept: list[tuple[int, bool, str, str]] = []
+        pairs: list[tuple[str, str]] = []
+        ends: list[int] = []
         if prev is not None:
             i = bisect_right(prev.ends, _common_prefix(prev.texts, texts))
-            if i and not prev.blocks[i - 1][1]:  # the open tail block: cut again
+            if i == len(prev.ends) and prev.open_tail:  # the open tail block: cut again
                 i -= 1
-            kept = prev.blocks[:i]
-        start = kept[-1][0] if kept else 0
-        blocks = kept
+            pairs, ends = prev.pairs[:i], prev.ends[:i]
+        start = ends[-1] if ends else 0
+        open_tail = False
         for b in _blocks(texts[start:], min_items):
             start += len(b)
             text = "[" + ",".join(b) + "]"
-            blocks.append((start, _closes(b, min_items), digest(text), text))
+            pairs.append((digest(text), text))
+            ends.append(start)
+            open_tail = not _closes(b, min_items)
         chars = sum(map(len, texts))
         if chars <= self.max_chars // 4:
             with self._lock:
                 old = self._by_first.pop(key, None)
                 if old is not None:
                     self._chars -= old.chars
-                self._by_first[key] = _Cut(list(texts), blocks, [b[0] for b in blocks], chars)
+                self._by_first[key] = _Cut(list(texts), ends, pairs, open_tail, chars)
                 self._chars += chars
                 while self._chars > self.max_chars and self._by_first:
                     _, dropped = self._by_first.popitem(last=False)
                     self._chars -= dropped.chars
-        return [(d, text) for _, _, d, text in blocks]
+        return pairs
 
 
 _LIST_CUTS = _ListCuts()
