@@ -32,13 +32,13 @@ def test_the_memo_keeps_within_its_bound_and_never_mixes_strings() -> None:
     kept = [f"{i:05d}" * 400 for i in range(20)]  # 2,000 chars each, 4,000 with the escaped copy
     for s in kept:
         memo.get(s)
-    assert memo._chars <= 40_000 and len(memo._by_id) <= 10
+    assert memo._memo.chars <= 40_000 and len(memo._memo) <= 10
     for s in kept:  # evicted or not, each string gets its own chunk
         d, text = memo.get(s)
         assert text == journal.encode_basestring_ascii(s) and d == digest(text)
     huge = "x" * 20_000
     memo.get(huge)
-    assert id(huge) not in memo._by_id  # longer than max_string: not kept
+    assert id(huge) not in memo._memo  # longer than max_string: not kept
 
 
 _LEAVES = st.one_of(

@@ -207,10 +207,7 @@ class _Splitter:
             n, held, chunks = _RUNS.prefix(v)
             sub = _Splitter()
             texts = held + sub.each(v[n:])
-            if n:
-                chunks = {**chunks, **sub.chunks}
-            else:
-                chunks = sub.chunks
+            chunks = {**chunks, **sub.chunks}
             _RUNS.put(v, texts, chunks)
             self.chunks.update(chunks)
             return texts

@@ -23,6 +23,46 @@ from typing import Any
 from .journal_blocks import _blocks, _closes, digest
 
 
+class _CharBound:
+    """Records by key, bounded by the chars they keep alive, least recently used out: the
+    one shape of the memos here. Each caller checks a hit against what it asked for."""
+
+    __slots__ = ("_by_key", "_lock", "chars", "max_chars")
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self._by_key: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self.chars = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._by_key
+
+    def get(self, key: Any) -> Any:
+        """The record held under `key`, now the most recent; None when there is none."""
+        with self._lock:
+            hit = self._by_key.get(key)
+            if hit is None:
+                return None
+            self._by_key.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: Any, record: Any, chars: int) -> None:
+        """Hold `record` under `key`, worth `chars`; the least recent leave past the bound."""
+        with self._lock:
+            old = self._by_key.pop(key, None)
+            if old is not None:
+                self.chars -= old[1]
+            self._by_key[key] = (record, chars)
+            self.chars += chars
+            while self.chars > self.max_chars and self._by_key:
+                _, (_, gone) = self._by_key.popitem(last=False)
+                self.chars -= gone
+
+
 class _StringChunks:
     """The chunk (digest, escaped text) of each long string saved lately, by identity.
 
@@ -33,31 +73,17 @@ class _StringChunks:
     out), so it keeps at most ~16 MB alive."""
 
     def __init__(self, max_chars: int = 8 * 1024 * 1024, max_string: int = 1024 * 1024) -> None:
-        self.max_chars = max_chars
         self.max_string = max_string  # longer ones are rare, and would crowd out the rest
-        self._by_id: OrderedDict[int, tuple[str, str, str]] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()
+        self._memo = _CharBound(max_chars)
 
     def get(self, v: str) -> tuple[str, str]:
-        with self._lock:
-            hit = self._by_id.get(id(v))
-            if hit is not None and hit[0] is v:
-                self._by_id.move_to_end(id(v))
-                return hit[1], hit[2]
+        hit = self._memo.get(id(v))
+        if hit is not None and hit[0] is v:
+            return hit[1], hit[2]
         text = encode_basestring_ascii(v)
         d = digest(text)
-        if len(v) > self.max_string:
-            return d, text
-        with self._lock:
-            old = self._by_id.pop(id(v), None)
-            if old is not None:
-                self._chars -= len(old[0]) + len(old[2])
-            self._by_id[id(v)] = (v, d, text)
-            self._chars += len(v) + len(text)
-            while self._chars > self.max_chars and self._by_id:
-                _, (ov, _, ot) = self._by_id.popitem(last=False)
-                self._chars -= len(ov) + len(ot)
+        if len(v) <= self.max_string:
+            self._memo.put(id(v), (v, d, text), len(v) + len(text))
         return d, text
 
 
@@ -79,32 +105,18 @@ class _SealedTexts:
     chars it holds, oldest first out."""
 
     def __init__(self, max_chars: int = 8 * 1024 * 1024) -> None:
-        self.max_chars = max_chars
-        self._by_id: OrderedDict[int, tuple[Sealed, str, dict[str, str], int]] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()
+        self._memo = _CharBound(max_chars)
 
     def get(self, v: Sealed) -> tuple[str, dict[str, str]] | None:
-        with self._lock:
-            hit = self._by_id.get(id(v))
-            if hit is None or hit[0] is not v:
-                return None
-            self._by_id.move_to_end(id(v))
-            return hit[1], hit[2]
+        hit = self._memo.get(id(v))
+        if hit is None or hit[0] is not v:
+            return None
+        return hit[1], hit[2]
 
     def put(self, v: Sealed, text: str, chunks: dict[str, str]) -> None:
         size = len(text) + sum(map(len, chunks.values()))
-        if size > self.max_chars // 4:
-            return
-        with self._lock:
-            old = self._by_id.pop(id(v), None)
-            if old is not None:
-                self._chars -= old[3]
-            self._by_id[id(v)] = (v, text, chunks, size)
-            self._chars += size
-            while self._chars > self.max_chars and self._by_id:
-                _, dropped = self._by_id.popitem(last=False)
-                self._chars -= dropped[3]
+        if size <= self._memo.max_chars // 4:
+            self._memo.put(id(v), (v, text, chunks), size)
 
 
 _SEALED = _SealedTexts()
@@ -115,7 +127,6 @@ class _Run:
     items: list[Sealed]
     texts: list[str]
     chunks: dict[str, str]
-    chars: int
 
 
 class _SealedRuns:
@@ -131,18 +142,12 @@ class _SealedRuns:
     bounded by the chars of the texts and chunks held, least recently used out."""
 
     def __init__(self, max_chars: int = 16 * 1024 * 1024) -> None:
-        self.max_chars = max_chars
-        self._by_first: OrderedDict[int, _Run] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()
+        self._memo = _CharBound(max_chars)
 
     def prefix(self, items: list[Any] | tuple[Any, ...]) -> tuple[int, list[str], dict[str, str]]:
         """(n, texts, chunks) of the run held whose elements are `items[:n]`, all of them;
         (0, [], {}) when none is."""
-        with self._lock:
-            prev = self._by_first.get(id(items[0]))
-            if prev is not None:
-                self._by_first.move_to_end(id(items[0]))
+        prev = self._memo.get(id(items[0]))
         n = len(prev.items) if prev is not None else 0
         if prev is None or n > len(items) or not all(map(operator.is_, prev.items, items)):
             return 0, [], {}
@@ -150,17 +155,8 @@ class _SealedRuns:
 
     def put(self, items: list[Any] | tuple[Any, ...], texts: list[str], chunks: dict[str, str]) -> None:
         chars = sum(map(len, texts)) + sum(map(len, chunks.values()))
-        if chars > self.max_chars // 4:
-            return
-        with self._lock:
-            old = self._by_first.pop(id(items[0]), None)
-            if old is not None:
-                self._chars -= old.chars
-            self._by_first[id(items[0])] = _Run(list(items), texts, chunks, chars)
-            self._chars += chars
-            while self._chars > self.max_chars and self._by_first:
-                _, dropped = self._by_first.popitem(last=False)
-                self._chars -= dropped.chars
+        if chars <= self._memo.max_chars // 4:
+            self._memo.put(id(items[0]), _Run(list(items), texts, chunks), chars)
 
 
 _RUNS = _SealedRuns()
@@ -176,7 +172,6 @@ class _Cut:
     ends: list[int]
     pairs: list[tuple[str, str]]
     open_tail: bool
-    chars: int
 
 
 def _common_prefix(a: list[str], b: list[str]) -> int:
@@ -208,17 +203,13 @@ class _ListCuts:
     held, least recently used out."""
 
     def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
-        self.max_chars = max_chars
-        self._by_first: OrderedDict[tuple[str, str, int], _Cut] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()
+        self._memo = _CharBound(max_chars)
 
     def cut(self, texts: list[str], min_items: int) -> list[tuple[str, str]]:
         """(digest, text) of each block of `texts`, as `_blocks` cuts them (held here:
         only read)."""
         key = (texts[0], texts[1] if len(texts) > 1 else "", min_items)
-        with self._lock:
-            prev = self._by_first.get(key)
+        prev = self._memo.get(key)
         pairs: list[tuple[str, str]] = []
         ends: list[int] = []
         if prev is not None:
@@ -235,16 +226,8 @@ class _ListCuts:
             ends.append(start)
             open_tail = not _closes(b, min_items)
         chars = sum(map(len, texts))
-        if chars <= self.max_chars // 4:
-            with self._lock:
-                old = self._by_first.pop(key, None)
-                if old is not None:
-                    self._chars -= old.chars
-                self._by_first[key] = _Cut(list(texts), ends, pairs, open_tail, chars)
-                self._chars += chars
-                while self._chars > self.max_chars and self._by_first:
-                    _, dropped = self._by_first.popitem(last=False)
-                    self._chars -= dropped.chars
+        if chars <= self._memo.max_chars // 4:
+            self._memo.put(key, _Cut(list(texts), ends, pairs, open_tail), chars)
         return pairs
 
 
@@ -257,8 +240,8 @@ class _KnownChunks:
     a session, each parsed the other's whole journal at every call, though all but the
     newest chunks were ones it had written or read itself. (A reader that can, Redis, asks
     the store for a known one by name instead of its text: a chunk the store lost must
-    still fail the read.) Kept as text until a read wants one, then parsed
-    once; bounded by the chars held, the least recently read or added out. Parsed chunks are only read:
+    still fail the read.) Kept as text until a read wants one, then parsed once; bounded
+    by the chars held, the least recently read or added out. Parsed chunks are only read:
     `_decode` builds new containers from them."""
 
     def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
@@ -324,32 +307,15 @@ class _DecodedBlocks:
     recently used out."""
 
     def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
-        self.max_chars = max_chars
-        self._by_digest: OrderedDict[str, tuple[list[Any], int]] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()
+        self._memo = _CharBound(max_chars)
 
     def get(self, d: str) -> list[Any] | None:
-        with self._lock:
-            hit = self._by_digest.get(d)
-            if hit is None:
-                return None
-            self._by_digest.move_to_end(d)
-            return hit[0]
+        return self._memo.get(d)
 
     def remember(self, d: str, elements: list[Any]) -> None:
         size = _chars_in(elements)
-        if size > self.max_chars // 8:
-            return
-        with self._lock:
-            old = self._by_digest.pop(d, None)
-            if old is not None:
-                self._chars -= old[1]
-            self._by_digest[d] = (elements, size)
-            self._chars += size
-            while self._chars > self.max_chars and self._by_digest:
-                _, (_, gone) = self._by_digest.popitem(last=False)
-                self._chars -= gone
+        if size <= self._memo.max_chars // 8:
+            self._memo.put(d, elements, size)
 
 
 def _chars_in(v: Any) -> int:
