@@ -376,16 +376,17 @@ def _fetch_all(root: Any, fetch: Fetch, read: Read | None = None) -> dict[str, A
         if not want:
             break
         held: dict[str, Any] = {}
+        for d in want:
+            hit, parsed = _CHUNKS.parsed(d)
+            if hit:
+                held[d] = parsed
         if read is not None:
-            for d in want:
-                hit, parsed = _CHUNKS.parsed(d)
-                if hit:
-                    held[d] = parsed
             texts, lost = read([d for d in want if d not in held], list(held))
-            if lost:
-                raise JournalError(f"the session's journal lacks chunk {next(iter(lost))}")
         else:
             texts = fetch(list(want))
+            lost = [d for d in held if d not in texts]  # held here, still it must be stored
+        if lost:
+            raise JournalError(f"the session's journal lacks chunk {next(iter(lost))}")
         todo = []
         for d, level in want.items():
             if d in held:
@@ -394,10 +395,8 @@ def _fetch_all(root: Any, fetch: Fetch, read: Read | None = None) -> dict[str, A
                 text = texts.get(d)
                 if text is None:
                     raise JournalError(f"the session's journal lacks chunk {d}")
-                hit, parsed = _CHUNKS.parsed(d)
-                if not hit:
-                    parsed = json.loads(text)
-                    _CHUNKS.remember(d, text, parsed)
+                parsed = json.loads(text)
+                _CHUNKS.remember(d, text, parsed)
             got[d] = parsed
             if level == 0:
                 todo.extend(_chunk_refs(d, parsed))
